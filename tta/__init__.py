@@ -1,0 +1,1 @@
+"""tta: online test-time adaptation for video-text retrieval."""

@@ -1,0 +1,253 @@
+"""The OnlineAdapter base (ARCHITECTURE.md, "The adapter idiom"; protocol of spec/hatvtr.md §4).
+
+The base owns the mechanics of online test-time adaptation of a retrieval model over a query stream:
+the gallery (encoded once by the source model, never updated), the optimizer (built in ``setup("test")``, since
+Lightning builds optimizers only when fitting), a snapshot of only the adapted parameters and the optimizer state
+for :meth:`reset`, ``steps`` updates per batch, the reset policy, score collection in stream order and per-batch
+history. A method overrides only what it changes::
+
+    configure_model()            train/eval modes, requires_grad (default: all frozen, eval)
+    params_to_adapt()            e.g. LayerNorms of the query-side encoder; empty = gradient-free
+    adapt_loss(fw, step)         a scalar Tensor, or None to skip the update
+    refine_scores(sims)          post-hoc refinement of the returned rows (e.g. HSM); default identity
+    reset_state()                memories, EMAs, queues
+
+Per batch (``steps`` = S): S times [forward -> loss -> backward -> step]; the scores are those of the last
+forward, computed before its update (``predict_with: last_forward``, spec/hatvtr.md §4), or of an extra no-grad
+forward after the last update (``post_update``). Run with ``Trainer(inference_mode=False).test``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import lightning as L
+import torch
+from torch import nn
+
+from tta.models.retrieval import RetrievalModel
+
+log = logging.getLogger(__name__)
+
+RESET_POLICIES = ("per_shift", "episodic", "never")
+PREDICT_WITH = ("last_forward", "post_update")
+
+
+@dataclass
+class QueryForward:
+    """One forward of a query batch.
+
+    Attributes:
+        feats: query features — (B, T, D) frame features (v2t) or (B, D) caption features (t2v).
+        sims: (B, G) raw similarity to the whole gallery (cosine, no temperature).
+    """
+
+    feats: torch.Tensor
+    sims: torch.Tensor
+
+
+@dataclass
+class BatchRecord:
+    """What one batch leaves in the run history."""
+
+    batch: int
+    size: int
+    losses: list[float] = field(default_factory=list)
+    skipped_updates: int = 0
+    running_r1: float = float("nan")
+    adapt_s: float = 0.0
+
+
+class OnlineAdapter(L.LightningModule):
+    """Base of every online adapter (``adapter=source`` is this base with nothing adapted).
+
+    Args:
+        steps: optimisation steps per batch.
+        lr: learning rate (a float, or a dict per task, e.g. {v2t: 3e-4, t2v: 3e-5}).
+        weight_decay: AdamW weight decay.
+        betas: AdamW betas.
+        reset_policy: ``per_shift`` (reset at the start of each shift), ``episodic`` (before every batch) or ``never``.
+        predict_with: ``last_forward`` or ``post_update`` (see module docstring).
+    """
+
+    def __init__(self, steps: int = 0, lr: float | dict = 0.0, weight_decay: float = 0.0,
+                 betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
+                 predict_with: str = "last_forward"):
+        super().__init__()
+        if reset_policy not in RESET_POLICIES:
+            raise ValueError(f"reset_policy must be one of {RESET_POLICIES}, got {reset_policy!r}")
+        if predict_with not in PREDICT_WITH:
+            raise ValueError(f"predict_with must be one of {PREDICT_WITH}, got {predict_with!r}")
+        self.steps, self.lr_cfg, self.weight_decay, self.betas = int(steps), lr, weight_decay, tuple(betas)
+        self.reset_policy, self.predict_with = reset_policy, predict_with
+        self.model: RetrievalModel | None = None
+        self.task = "v2t"
+        self.optimizer: torch.optim.Optimizer | None = None
+        self._snapshot: dict | None = None
+        self.rows: list[torch.Tensor] = []
+        self.indices: list[torch.Tensor] = []
+        self.history: list[BatchRecord] = []
+        self.gt: torch.Tensor | None = None
+        self.counters: dict[str, int] = {"updates": 0, "skipped_updates": 0, "nonfinite_losses": 0, "resets": 0}
+
+    # ------------------------------------------------------------------------------------------------ binding
+    def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None) -> None:
+        """Attach the model, the direction and the (precomputed, frozen) gallery features.
+
+        Args:
+            model: the source retrieval model.
+            task: ``v2t`` (video queries, caption gallery) or ``t2v``.
+            gallery: (G, D) caption features (v2t) or (G, T, D) frame features (t2v).
+            gt: (Q,) ground-truth gallery index per query, used only for the running R@1 in the history.
+        """
+        if task not in ("v2t", "t2v"):
+            raise ValueError(f"task must be v2t or t2v, got {task!r}")
+        self.model, self.task = model, task
+        self.register_buffer("gallery", gallery, persistent=False)
+        self.gt = gt
+        self.configure_model()
+
+    @property
+    def query_side(self) -> str:
+        return "video" if self.task == "v2t" else "text"
+
+    @property
+    def lr(self) -> float:
+        if isinstance(self.lr_cfg, (int, float)):
+            return float(self.lr_cfg)
+        return float(self.lr_cfg[self.task])
+
+    # -------------------------------------------------------------------------------------------------- hooks
+    def configure_model(self) -> None:
+        """Default: everything frozen and in eval mode, then the parameters of :meth:`params_to_adapt` trainable."""
+        self.model.eval()
+        self.model.requires_grad_(False)
+        for p in self.params_to_adapt():
+            p.requires_grad_(True)
+
+    def params_to_adapt(self) -> list[nn.Parameter]:
+        return []
+
+    def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor | None:
+        return None
+
+    def refine_scores(self, sims: torch.Tensor) -> torch.Tensor:
+        return sims
+
+    def reset_state(self) -> None:
+        """Clear method state (memories, EMAs); called by :meth:`reset`."""
+
+    # ------------------------------------------------------------------------------------------ LN selection
+    def query_layernorm_params(self) -> list[nn.Parameter]:
+        """Weight and bias of every LayerNorm of the query-side tower (spec/hatvtr.md §4, adapted parameters)."""
+        params = []
+        for _, ln in self.model.layer_norms(self.query_side):
+            params += [p for p in (ln.weight, ln.bias) if p is not None]
+        return params
+
+    # ---------------------------------------------------------------------------------------------- mechanics
+    def setup(self, stage: str) -> None:
+        params = self.params_to_adapt()
+        if params and self.steps > 0 and self.optimizer is None:
+            self.optimizer = self.build_optimizer(params)
+        self._snapshot = self._take_snapshot()
+
+    def build_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
+
+    def _take_snapshot(self) -> dict:
+        return {"params": [p.detach().clone() for p in self.params_to_adapt()],
+                "optim": copy.deepcopy(self.optimizer.state_dict()) if self.optimizer else None}
+
+    def reset(self) -> None:
+        """Restore the adapted parameters and the optimizer state bit-exactly, and clear method state."""
+        if self._snapshot is not None:
+            with torch.no_grad():
+                for p, saved in zip(self.params_to_adapt(), self._snapshot["params"]):
+                    p.copy_(saved)
+            if self.optimizer is not None:
+                self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
+        self.reset_state()
+        self.counters["resets"] += 1
+
+    def encode_queries(self, batch: dict) -> torch.Tensor:
+        if self.task == "v2t":
+            return self.model.encode_video(batch["video"])
+        return self.model.encode_text(batch["tokens"])
+
+    def forward_queries(self, batch: dict) -> QueryForward:
+        feats = self.encode_queries(batch)
+        return QueryForward(feats=feats, sims=self.model.similarity(feats, self.gallery))
+
+    def adapt_batch(self, batch: dict, record: BatchRecord) -> torch.Tensor:
+        """Run ``steps`` updates on one batch; return the (B, G) raw scores to refine."""
+        if not self.steps or self.optimizer is None:
+            with torch.no_grad():
+                return self.forward_queries(batch).sims
+        sims = None
+        with torch.enable_grad():
+            for step in range(self.steps):
+                fw = self.forward_queries(batch)
+                sims = fw.sims.detach()
+                loss = self.adapt_loss(fw, step)
+                if loss is None:
+                    record.skipped_updates += 1
+                    continue
+                if not torch.isfinite(loss):
+                    record.skipped_updates += 1
+                    self.counters["nonfinite_losses"] += 1
+                    log.warning("batch %d step %d: non-finite loss, update skipped", record.batch, step)
+                    continue
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grads_ok = all(p.grad is None or torch.isfinite(p.grad).all() for p in self.params_to_adapt())
+                if not grads_ok:
+                    record.skipped_updates += 1
+                    self.counters["nonfinite_losses"] += 1
+                    self.optimizer.zero_grad(set_to_none=True)
+                    continue
+                self.optimizer.step()
+                self.counters["updates"] += 1
+                record.losses.append(float(loss.detach()))
+        if self.predict_with == "post_update":
+            with torch.no_grad():
+                sims = self.forward_queries(batch).sims
+        return sims
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        if self.reset_policy == "episodic" and batch_idx > 0:
+            self.reset()
+        record = BatchRecord(batch=batch_idx, size=len(batch["index"]))
+        start = time.perf_counter()
+        sims = self.adapt_batch(batch, record)
+        with torch.no_grad():
+            sims = self.refine_scores(sims.float())
+        record.adapt_s = time.perf_counter() - start
+        self.counters["skipped_updates"] += record.skipped_updates
+        self.rows.append(sims.detach().cpu())
+        self.indices.append(batch["index"].detach().cpu())
+        if self.gt is not None:
+            record.running_r1 = self._running_r1()
+        self.history.append(record)
+        if record.losses:
+            self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
+        if not math.isnan(record.running_r1):
+            self.log("stream/R@1", record.running_r1, on_step=True, prog_bar=True, batch_size=record.size)
+
+    def _running_r1(self) -> float:
+        last = self.rows[-1]
+        idx = self.indices[-1]
+        hit = (last.argmax(dim=1) == self.gt[idx]).sum().item()
+        self._hits = getattr(self, "_hits", 0) + hit
+        self._seen = getattr(self, "_seen", 0) + len(idx)
+        return 100.0 * self._hits / self._seen
+
+    def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Q, G) scored rows in stream order and the (Q,) query indices they belong to."""
+        if not self.rows:
+            raise RuntimeError("no batch was scored")
+        return torch.cat(self.rows), torch.cat(self.indices)

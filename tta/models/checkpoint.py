@@ -1,0 +1,74 @@
+"""Checkpoints of ``tta``: the model config, the weights, the training config and metrics in one file.
+
+``load_checkpoint`` rebuilds the exact architecture from the stored config and loads strictly; a file of another
+architecture or format fails with a message that names what does not match.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tta.models.retrieval import RetrievalModel
+from tta.models.towers import TowerConfig
+from tta.utils.io import atomic_torch_save
+
+log = logging.getLogger(__name__)
+FORMAT = "tta-checkpoint/1"
+
+
+def save_checkpoint(path: str | os.PathLike, model: RetrievalModel, train_config: dict | None = None,
+                    metrics: dict | None = None) -> Path:
+    blob = {"format": FORMAT, "model_config": model.config(), "state_dict": model.state_dict(),
+            "train_config": train_config, "metrics": metrics}
+    return atomic_torch_save(path, blob)
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """The raw checkpoint dict, validated."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"checkpoint {path} does not exist; set model.checkpoint to an existing file, "
+                                f"'auto' (embedded checkpoints are built on first use) or 'none'")
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a tta checkpoint (format {FORMAT!r} expected). Official X-Pool / CLIP4Clip "
+                         f"checkpoints must be converted first (tta.models.convert), plain open_clip weights go to "
+                         f"model.pretrained")
+    return blob
+
+
+def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arch: str | None = None) -> RetrievalModel:
+    """Rebuild and load a model.
+
+    Args:
+        path: checkpoint file.
+        head: similarity head to use; if it differs from the stored one (e.g. X-Pool fine-tuning initialised from a
+            pretrained CLIP), the towers are loaded and the new head starts from its own initialisation.
+        expect_arch: if given, the stored tower architecture must equal it.
+    """
+    blob = read_checkpoint(path)
+    cfg = blob["model_config"]
+    tower = TowerConfig(**cfg["tower"])
+    if expect_arch and tower.arch != expect_arch:
+        raise ValueError(f"checkpoint {path} holds a model of architecture {tower.arch!r} but the config asks for "
+                         f"{expect_arch!r}; choose the matching model.arch or another checkpoint")
+    head = head or cfg["head"]
+    model = RetrievalModel(tower, head=head)
+    state = blob["state_dict"]
+    if head != cfg["head"]:
+        state = {k: v for k, v in state.items() if not k.startswith("pool.")}
+        result = model.load_state_dict(state, strict=False)
+        missing = [k for k in result.missing_keys if not k.startswith("pool.")]
+        if missing or result.unexpected_keys:
+            raise ValueError(f"{path}: towers do not match ({missing[:5]} missing, {result.unexpected_keys[:5]} unexpected)")
+        log.info("loaded towers of %s; new %s head starts from its initialisation", path, head)
+    else:
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            raise ValueError(f"checkpoint {path} does not fit the architecture it declares: {str(e)[:600]}") from e
+    return model.eval()

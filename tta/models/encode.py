@@ -1,0 +1,37 @@
+"""Batched no-grad encoding of whole splits (galleries, evaluation) and clean-split evaluation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from tta.models.retrieval import RetrievalModel
+
+
+@torch.no_grad()
+def encode_texts(model: RetrievalModel, captions: Sequence[str], batch_size: int = 256,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """(N, D) caption embeddings."""
+    out = []
+    for i in range(0, len(captions), batch_size):
+        tokens = model.tokenize(list(captions[i:i + batch_size])).to(device)
+        out.append(model.encode_text(tokens).float())
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n: int, batch_size: int = 32,
+                  device: torch.device | str = "cpu") -> torch.Tensor:
+    """(N, T, D) per-frame embeddings; ``load(i)`` returns the normalised clip (T, 3, H, W) of item i."""
+    out = []
+    for i in range(0, n, batch_size):
+        clips = torch.stack([load(j) for j in range(i, min(n, i + batch_size))]).to(device)
+        out.append(model.encode_video(clips).float())
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def pairwise_similarity(model: RetrievalModel, text: torch.Tensor, video: torch.Tensor, chunk: int = 256) -> torch.Tensor:
+    """(Nt, Nv) text-to-video similarity, chunked over captions (X-Pool pools Nv x chunk vectors at a time)."""
+    return torch.cat([model.text_video_similarity(text[i:i + chunk], video) for i in range(0, len(text), chunk)])

@@ -1,0 +1,163 @@
+"""The retrieval model: an open_clip dual encoder plus a similarity head (spec/hatvtr.md §3).
+
+* ``head: meanp`` (CLIP4Clip-meanP): s(c, v) = <n(c), n(mean_l n(f_l))>.
+* ``head: xpool`` (X-Pool): s(c, v) = <n(c), n(π(v | c))> with :class:`~tta.models.xpool.XPoolHead`.
+
+Interface used by the data pipeline and the adapters:
+``encode_video(frames: (B, T, 3, H, W)) -> (B, T, D)`` per-frame embeddings (after the visual projection, not
+normalised), ``encode_text(tokens: (B, L)) -> (B, D)``, ``similarity(queries, gallery) -> (B, G)`` where a 3-D
+tensor is a batch of videos and a 2-D tensor a batch of captions, so the same call serves v2t and t2v.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tta.models.towers import EMBEDDED, Tokenizer, TowerConfig, build_clip
+from tta.models.xpool import XPoolHead
+
+HEADS = ("meanp", "xpool")
+
+
+class RetrievalModel(nn.Module):
+    """Dual encoder + similarity head.
+
+    Args:
+        tower: the open_clip tower configuration.
+        head: ``meanp`` (CLIP4Clip) or ``xpool``.
+        xpool_dropout: dropout of the X-Pool residual branch.
+    """
+
+    def __init__(self, tower: TowerConfig, head: str = "meanp", xpool_dropout: float = 0.3):
+        super().__init__()
+        if head not in HEADS:
+            raise ValueError(f"unknown similarity head {head!r}; choose one of {HEADS}")
+        self.tower_cfg = tower
+        self.head_name = head
+        self.clip = build_clip(tower)
+        self.pool = XPoolHead(tower.embed_dim, xpool_dropout) if head == "xpool" else None
+        self._tokenizer: Tokenizer | None = None
+
+    # ----------------------------------------------------------------------------------------------- config
+    def config(self) -> dict:
+        """Everything needed to rebuild this module (stored in checkpoints)."""
+        tower = asdict(self.tower_cfg)
+        tower["pretrained"] = None  # weights come from the checkpoint itself
+        return {"tower": tower, "head": self.head_name}
+
+    @property
+    def image_size(self) -> int:
+        return self.tower_cfg.image_size
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = Tokenizer(self.tower_cfg)
+        return self._tokenizer
+
+    def tokenize(self, texts: list[str]) -> torch.Tensor:
+        return self.tokenizer(texts)
+
+    # ---------------------------------------------------------------------------------------------- towers
+    @property
+    def visual(self) -> nn.Module:
+        return self.clip.visual
+
+    @property
+    def text_tower(self) -> nn.Module:
+        return self.clip.text if hasattr(self.clip, "text") else self.clip
+
+    def tower(self, side: str) -> nn.Module:
+        """``video`` -> the vision tower; ``text`` -> the text tower (for a native open_clip CLIP, the text
+        transformer, token embedding and final LayerNorm live on the CLIP module itself)."""
+        if side == "video":
+            return self.visual
+        if side == "text":
+            return self.text_tower
+        raise ValueError(f"side must be 'video' or 'text', got {side!r}")
+
+    def layer_norms(self, side: str) -> list[tuple[str, nn.LayerNorm]]:
+        """All ``nn.LayerNorm`` modules of one tower (the parameters HAT-VTR and the baselines adapt)."""
+        tower = self.tower(side)
+        out = []
+        for name, mod in tower.named_modules():
+            if not isinstance(mod, nn.LayerNorm):
+                continue
+            if side == "text" and tower is self.clip and (name.startswith("visual") or name.startswith("pool")):
+                continue
+            out.append((name, mod))
+        return out
+
+    # ---------------------------------------------------------------------------------------------- encode
+    def encode_video(self, frames: torch.Tensor) -> torch.Tensor:
+        """frames: (B, T, 3, H, W) normalised -> (B, T, D) per-frame embeddings."""
+        b, t = frames.shape[:2]
+        feats = self.clip.encode_image(frames.flatten(0, 1))
+        return feats.reshape(b, t, -1)
+
+    def encode_text(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens: (B, L) -> (B, D) caption embeddings."""
+        return self.clip.encode_text(tokens)
+
+    def text_trunk(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Text features before the final projection (cached when the trunk is frozen during training)."""
+        if self.tower_cfg.arch == EMBEDDED:
+            text = self.clip.text
+            mask = (tokens != text.config.pad_token_id).long()
+            return text.pooler(text.transformer(input_ids=tokens, attention_mask=mask), mask)
+        clip = self.clip
+        x = clip.token_embedding(tokens) + clip.positional_embedding
+        x = clip.transformer(x, attn_mask=clip.attn_mask)
+        x = clip.ln_final(x)
+        return x[torch.arange(x.shape[0]), tokens.argmax(dim=-1)]
+
+    def text_head(self, trunk: torch.Tensor) -> torch.Tensor:
+        """Final projection applied to :meth:`text_trunk` features."""
+        if self.tower_cfg.arch == EMBEDDED:
+            return self.clip.text.proj(trunk)
+        return trunk @ self.clip.text_projection
+
+    def text_head_parameters(self) -> list[nn.Parameter]:
+        if self.tower_cfg.arch == EMBEDDED:
+            return list(self.clip.text.proj.parameters())
+        return [self.clip.text_projection]
+
+    # ------------------------------------------------------------------------------------------ similarity
+    def text_video_similarity(self, text: torch.Tensor, video: torch.Tensor) -> torch.Tensor:
+        """Cosine similarity of every caption to every video.
+
+        Args:
+            text: (Nt, D) caption embeddings.
+            video: (Nv, T, D) per-frame embeddings.
+
+        Returns:
+            (Nt, Nv) similarities (no temperature).
+        """
+        t = F.normalize(text, dim=-1)
+        if self.pool is None:
+            v = F.normalize(F.normalize(video, dim=-1).mean(dim=1), dim=-1)
+            return t @ v.t()
+        pooled = F.normalize(self.pool(text, video), dim=-1)  # (Nv, Nt, D)
+        return torch.einsum("nd,vnd->nv", t, pooled)
+
+    def similarity(self, queries: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
+        """(B, G) similarity of queries to gallery; videos are 3-D (N, T, D), captions 2-D (N, D)."""
+        if queries.dim() == 3 and gallery.dim() == 2:
+            return self.text_video_similarity(gallery, queries).t()
+        if queries.dim() == 2 and gallery.dim() == 3:
+            return self.text_video_similarity(queries, gallery)
+        raise ValueError(f"similarity needs one video batch (N, T, D) and one caption batch (N, D); got shapes "
+                         f"{tuple(queries.shape)} and {tuple(gallery.shape)}")
+
+    @property
+    def logit_scale(self) -> torch.Tensor:
+        return self.clip.logit_scale
+
+
+def build_model(arch: str = EMBEDDED, head: str = "meanp", pretrained: str | None = None, **tower_kwargs) -> RetrievalModel:
+    """Convenience constructor used by the Hydra configs."""
+    return RetrievalModel(TowerConfig(arch=arch, pretrained=pretrained, **tower_kwargs), head=head)

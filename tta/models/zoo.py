@@ -1,0 +1,79 @@
+"""Embedded checkpoints, built on first use and cached: the pretrained "CLIP" and the fine-tuned backbones.
+
+The recipe is ``conf/train.yaml`` composed with the run's own ``model`` and ``data`` nodes, so a checkpoint is
+keyed by everything that shapes it (architecture, dataset config, training hyper-parameters). Building prints
+progress; a finished checkpoint is reused by every later run, in any process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from tta.utils.config import compose
+from tta.utils.paths import cache_root
+
+log = logging.getLogger(__name__)
+
+_VOLATILE = ("output", "progress_bar", "accelerator", "workers", "paths", "init", "eval_split", "eval_subset")
+
+
+def _recipe_key(cfg: DictConfig) -> str:
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    for k in _VOLATILE:
+        plain.pop(k, None)
+    return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path,
+               recipe: list[str] | None = None) -> DictConfig:
+    cfg = compose("train", [f"stage={stage}", *(recipe or [])])
+    OmegaConf.set_struct(cfg, False)
+    model_node = OmegaConf.to_container(model_cfg, resolve=True)
+    if stage == "pretrain":
+        model_node["head"] = "meanp"
+        model_node["name"] = "clip"
+    cfg.model = model_node
+    if data_cfg is not None:
+        cfg.data = OmegaConf.to_container(data_cfg, resolve=True)
+        cfg.data.subset = None
+    cfg.paths.cache_dir = str(cache)
+    stage_over = cfg.get(f"{stage}_overrides") or {}
+    for k, v in stage_over.items():
+        cfg[k] = v
+    return cfg
+
+
+def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path | None = None,
+                               pretrained_only: bool = False, recipe: list[str] | None = None) -> Path:
+    """Path of the embedded checkpoint for (model, data), training it (and the pretrained model) if missing.
+
+    Args:
+        recipe: extra Hydra overrides of ``conf/train.yaml`` (e.g. ``["steps=5"]`` for tests); they enter the key.
+    """
+    from tta.train import train
+
+    cache = cache_root(cache)
+    pre_cfg = _train_cfg("pretrain", model_cfg, None, cache, recipe)
+    pre_path = cache / "checkpoints" / f"pretrained-{_recipe_key(pre_cfg)}.pt"
+    if not pre_path.exists():
+        log.info("building the embedded pretrained model (first use, a few minutes): %s", pre_path)
+        pre_cfg.output = str(pre_path)
+        train(pre_cfg)
+    if pretrained_only:
+        return pre_path
+    if data_cfg is None:
+        raise ValueError("a fine-tuned checkpoint needs a dataset config")
+    ft_cfg = _train_cfg("finetune", model_cfg, data_cfg, cache, recipe)
+    ft_cfg.init = str(pre_path)
+    key = _recipe_key(ft_cfg) + hashlib.sha256(str(pre_path.name).encode()).hexdigest()[:4]
+    path = cache / "checkpoints" / f"{model_cfg.name}-{data_cfg.name}-{key}.pt"
+    if not path.exists():
+        log.info("fine-tuning the embedded %s on %s (first use, a few minutes): %s", model_cfg.name, data_cfg.name, path)
+        ft_cfg.output = str(path)
+        train(ft_cfg)
+    return path

@@ -1,0 +1,31 @@
+"""Low-level noise shifts of MLVP (spec/mlvp.md §4.1): Gaussian noise, one field per video.
+
+σ_s = 0.08, 0.12, 0.18, 0.26, 0.38 (Table 37; ImageNet-C / Qiu et al.). One N(0, σ²) field of shape H×W×3 is
+drawn once per video and added to every frame (temporal consistency, App. E.1):
+y = trunc(255 · clip(x/255 + N, 0, 1)). ``temporal_mode``: ``code`` (default, = paper), ``static`` (same as
+code for this shift) or ``iid`` (a new field per frame).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tta.shifts.registry import register_video_shift
+
+GAUSSIAN_SIGMA = (0.08, 0.12, 0.18, 0.26, 0.38)
+
+
+@register_video_shift("gaussian", level="low")
+def gaussian(frames: torch.Tensor, severity: int, generator: torch.Generator, temporal_mode: str = "code") -> torch.Tensor:
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3) with Gaussian noise of σ_severity."""
+    sigma = GAUSSIAN_SIGMA[severity - 1]
+    t, h, w, c = frames.shape
+    if temporal_mode in ("code", "static"):
+        shape = (1, h, w, c)
+    elif temporal_mode == "iid":
+        shape = (t, h, w, c)
+    else:
+        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
+    noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(frames.device) * sigma
+    x = frames.to(torch.float32) / 255.0 + noise
+    return (255.0 * x.clamp(0.0, 1.0)).to(torch.uint8)  # float -> uint8 truncates, as the reference code does

@@ -1,0 +1,245 @@
+"""Source training: ``python -m tta.train`` (Lightning fit, symmetric InfoNCE as in CLIP4Clip / X-Pool).
+
+Two stages reproduce the paper's protocol in miniature on the embedded benchmark:
+
+* ``stage=pretrain``: the embedded "CLIP" — contrastive image-text training on the broad appearance-only corpus
+  (:func:`tta.synth.build.build_pretrain_corpus`); this is the zero-shot model;
+* ``stage=finetune``: CLIP4Clip or X-Pool fine-tuned on the clean train split of a video-text dataset, starting
+  from the pretrained towers (``init``).
+
+When the text trunk is frozen (``freeze_text_trunk``, LiT-style; the embedded default, whose text tower is the
+pretrained all-MiniLM-L6-v2), its features are computed once and cached, and only the text projection, the vision
+tower and the similarity head train. Checkpoints hold the model config, the weights, the training config and the
+clean validation metrics, written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+import numpy as np
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader, Dataset
+
+from tta.data.cache import FrameCache
+from tta.data.transforms import clip_transform
+from tta.models.checkpoint import load_checkpoint, save_checkpoint
+from tta.models.encode import encode_texts, encode_videos, pairwise_similarity
+from tta.models.retrieval import RetrievalModel
+from tta.utils.io import atomic_torch_save
+from tta.utils.progress import progress_iter
+
+log = logging.getLogger(__name__)
+
+
+class ClipSet(Dataset):
+    """Training samples: ``frames_per_sample`` random frames (of the cached uniform ones) + one caption index.
+
+    Args:
+        clips: list of float16 (T, 3, S, S) normalised clips (preloaded) — one per video.
+        captions_of: for each video, the indices of its captions (a random one is drawn per sample).
+        frames_per_sample: frames drawn per sample (sorted, without replacement).
+    """
+
+    def __init__(self, clips: list[torch.Tensor], captions_of: list[list[int]], frames_per_sample: int, seed: int):
+        self.clips, self.captions_of, self.k, self.seed = clips, captions_of, frames_per_sample, seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.clips)
+
+    def __getitem__(self, i: int):
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + i * 7919 + self.epoch)
+        clip = self.clips[i]
+        k = min(self.k, clip.shape[0])
+        idx = torch.randperm(clip.shape[0], generator=g)[:k].sort().values
+        caps = self.captions_of[i]
+        c = caps[int(torch.randint(len(caps), (1,), generator=g))]
+        return clip[idx].float(), c
+
+
+class ContrastiveModule(L.LightningModule):
+    """Symmetric InfoNCE over (caption, video) pairs in the batch.
+
+    Args:
+        model: the retrieval model.
+        text_feats: cached text-trunk features (N_captions, d) when the trunk is frozen, else None.
+        tokens: tokenised captions (N_captions, L) when the trunk trains.
+    """
+
+    def __init__(self, model: RetrievalModel, text_feats: torch.Tensor | None, tokens: torch.Tensor | None,
+                 lr: float, weight_decay: float, warmup: int, steps: int, freeze_text_trunk: bool):
+        super().__init__()
+        self.model = model
+        self.text_feats, self.tokens = text_feats, tokens
+        self.lr, self.wd, self.warmup, self.steps = lr, weight_decay, warmup, steps
+        self.freeze_text_trunk = freeze_text_trunk
+        self.losses: list[float] = []
+
+    def configure_optimizers(self):
+        decay, no_decay = [], []
+        for n, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (no_decay if p.ndim < 2 or "logit_scale" in n or "norm" in n.lower() else decay).append(p)
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": self.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                                lr=self.lr)
+
+        def schedule(step: int) -> float:
+            if step < self.warmup:
+                return (step + 1) / self.warmup
+            progress = (step - self.warmup) / max(1, self.steps - self.warmup)
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, schedule),
+                                                   "interval": "step"}}
+
+    def training_step(self, batch, batch_idx):
+        frames, cap_idx = batch
+        if self.text_feats is not None:
+            text = self.model.text_head(self.text_feats[cap_idx.cpu()].to(self.device))
+        else:
+            text = self.model.encode_text(self.tokens[cap_idx.cpu()].to(self.device))
+        video = self.model.encode_video(frames)
+        sims = self.model.text_video_similarity(text, video)
+        scale = self.model.logit_scale.exp().clamp(max=100.0)
+        labels = torch.arange(len(sims), device=sims.device)
+        loss = 0.5 * (F.cross_entropy(scale * sims, labels) + F.cross_entropy(scale * sims.t(), labels))
+        self.losses.append(float(loss.detach()))
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def on_train_epoch_end(self):
+        ds = self.trainer.train_dataloader.dataset
+        if hasattr(ds, "epoch"):
+            ds.epoch += 1
+
+
+def _freeze_for_training(model: RetrievalModel, freeze_text_trunk: bool) -> None:
+    for p in model.parameters():
+        p.requires_grad_(True)
+    if freeze_text_trunk:
+        for p in model.text_tower.parameters():
+            p.requires_grad_(False)
+        for p in model.text_head_parameters():
+            p.requires_grad_(True)
+
+
+@torch.no_grad()
+def cached_text_trunk(model: RetrievalModel, captions: list[str], cache_dir: Path) -> torch.Tensor:
+    """Frozen-trunk features of ``captions`` (computed once per tower config and caption list)."""
+    key = hashlib.sha1(json.dumps([model.config()["tower"], captions]).encode()).hexdigest()[:16]
+    file = cache_dir / f"text-trunk-{key}.pt"
+    if file.exists():
+        return torch.load(file)
+    model.eval()
+    feats = []
+    batches = range(0, len(captions), 256)
+    for i in progress_iter(batches, len(batches), f"encoding {len(captions)} captions (frozen text trunk)"):
+        feats.append(model.text_trunk(model.tokenize(captions[i:i + 256])).float())
+    out = torch.cat(feats)
+    atomic_torch_save(file, out)
+    return out
+
+
+def _load_training_data(cfg: DictConfig, model: RetrievalModel, cache: Path):
+    """Return (clips, captions_of, captions) for the configured stage."""
+    size = model.image_size
+    if cfg.stage == "pretrain":
+        from tta.synth.build import PretrainConfig, build_pretrain_corpus
+
+        root = build_pretrain_corpus(PretrainConfig(**cfg.pretrain_corpus), cache / "data", workers=cfg.workers)
+        images = torch.from_numpy(np.load(root / "images.npy"))
+        captions = json.loads((root / "captions.json").read_text())
+        clips = [clip_transform(images[i:i + 512], size).half() for i in range(0, len(images), 512)]
+        clips = [c.unsqueeze(0) for chunk in clips for c in chunk]  # one "video" of one frame per image
+        return clips, [[i] for i in range(len(captions))], captions
+    from tta.data.registry import load_pairs
+
+    pairs = load_pairs(cfg.data, split="train", cache=cache)
+    by_video: dict[str, list[int]] = {}
+    paths: dict[str, str] = {}
+    for i, p in enumerate(pairs):
+        by_video.setdefault(p.video_id, []).append(i)
+        paths[p.video_id] = p.video_path
+    frames = FrameCache(cache / "frames", cfg.data.num_frames)
+    vids = list(by_video)
+    frames.warm([paths[v] for v in vids], "decoding train videos")
+    clips = [clip_transform(frames.get(paths[v]), size).half() for v in vids]
+    return clips, [by_video[v] for v in vids], [p.caption for p in pairs]
+
+
+def evaluate_clean(model: RetrievalModel, data_cfg: DictConfig, cache: Path, split: str = "val",
+                   subset: int | None = None) -> dict[str, Any]:
+    """Clean R@K of both directions on a split (no adaptation)."""
+    from tta.data.registry import load_pairs
+    from tta.metrics import hubness_metrics, retrieval_metrics
+
+    pairs = load_pairs(data_cfg, split=split, cache=cache)[: subset or None]
+    model.eval()
+    frames = FrameCache(cache / "frames", data_cfg.num_frames)
+    text = encode_texts(model, [p.caption for p in pairs])
+    video = encode_videos(model, lambda i: clip_transform(frames.get(pairs[i].video_path), model.image_size), len(pairs))
+    t2v = pairwise_similarity(model, text, video)
+    gt = torch.arange(len(pairs))
+    return {"split": split, "n": len(pairs), "t2v": retrieval_metrics(t2v, gt), "v2t": retrieval_metrics(t2v.t(), gt),
+            "v2t_skewness": hubness_metrics(t2v.t(), k=min(10, len(pairs)))["skewness"]}
+
+
+def train(cfg: DictConfig) -> Path:
+    """Run one training stage; returns the checkpoint path."""
+    from tta.models.factory import model_from_config
+    from tta.utils.paths import cache_root
+
+    cache = cache_root(cfg.paths.cache_dir)
+    L.seed_everything(cfg.seed, workers=True)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    if cfg.init and cfg.init != "none":
+        model = load_checkpoint(cfg.init, head=cfg.model.head)
+        log.info("initialised from %s", cfg.init)
+    else:
+        model = model_from_config(cfg.model, checkpoint=None)
+    _freeze_for_training(model, cfg.freeze_text_trunk)
+    clips, captions_of, captions = _load_training_data(cfg, model, cache)
+    text_feats = tokens = None
+    if cfg.freeze_text_trunk:
+        text_feats = cached_text_trunk(model, captions, cache / "text")
+    else:
+        tokens = model.tokenize(captions)
+    module = ContrastiveModule(model, text_feats, tokens, cfg.lr, cfg.weight_decay, cfg.warmup, cfg.steps,
+                               cfg.freeze_text_trunk)
+    loader = DataLoader(ClipSet(clips, captions_of, cfg.frames_per_sample, cfg.seed), batch_size=cfg.batch_size,
+                        shuffle=True, drop_last=True, num_workers=0)
+    trainer = L.Trainer(max_steps=cfg.steps, accelerator=cfg.accelerator, devices=1, logger=False,
+                        enable_checkpointing=False, enable_model_summary=False, precision=cfg.precision,
+                        enable_progress_bar=cfg.progress_bar, log_every_n_steps=10, gradient_clip_val=1.0)
+    start = time.time()
+    trainer.fit(module, loader)
+    elapsed = time.time() - start
+    model = module.model.cpu().eval()
+    metrics = {"train_time_s": elapsed, "final_loss": float(np.mean(module.losses[-20:])) if module.losses else None}
+    if cfg.stage == "finetune" and cfg.eval_split:
+        metrics["clean"] = evaluate_clean(model, cfg.data, cache, cfg.eval_split, cfg.eval_subset)
+    out = Path(cfg.output)
+    save_checkpoint(out, model, train_config=OmegaConf.to_container(cfg, resolve=True), metrics=metrics)
+    log.info("saved %s (%.0f s); metrics: %s", out, elapsed, json.dumps(metrics.get("clean", {}))[:400])
+    return out
+
+
+@hydra.main(config_path="../conf", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    train(cfg)
+
+
+if __name__ == "__main__":
+    main()

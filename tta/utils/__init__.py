@@ -1,0 +1,1 @@
+"""Small shared utilities: atomic file writes, progress bars, seeding, lazy optional imports."""
