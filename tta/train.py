@@ -104,6 +104,11 @@ class ContrastiveModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LambdaLR(opt, schedule),
                                                    "interval": "step"}}
 
+    def on_train_start(self) -> None:
+        self.model.train()
+        if self.freeze_text_trunk:
+            self.model.text_tower.eval()  # frozen trunk: its cached features were computed in eval mode
+
     def training_step(self, batch, batch_idx):
         frames, cap_idx = batch
         if self.text_feats is not None:
@@ -135,19 +140,25 @@ def _freeze_for_training(model: RetrievalModel, freeze_text_trunk: bool) -> None
             p.requires_grad_(True)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def cached_text_trunk(model: RetrievalModel, captions: list[str], cache_dir: Path) -> torch.Tensor:
-    """Frozen-trunk features of ``captions`` (computed once per tower config and caption list)."""
+    """Frozen-trunk features of ``captions`` (computed once per tower config and caption list).
+
+    Unique captions only, encoded in batches of similar length (little padding), then scattered back.
+    """
     key = hashlib.sha1(json.dumps([model.config()["tower"], captions]).encode()).hexdigest()[:16]
     file = cache_dir / f"text-trunk-{key}.pt"
     if file.exists():
         return torch.load(file)
     model.eval()
+    unique = sorted(set(captions), key=lambda c: (len(c), c))
     feats = []
-    batches = range(0, len(captions), 256)
-    for i in progress_iter(batches, len(batches), f"encoding {len(captions)} captions (frozen text trunk)"):
-        feats.append(model.text_trunk(model.tokenize(captions[i:i + 256])).float())
-    out = torch.cat(feats)
+    batches = range(0, len(unique), 128)
+    for i in progress_iter(batches, len(batches), f"encoding {len(unique)} captions (frozen text trunk)"):
+        feats.append(model.text_trunk(model.tokenize(unique[i:i + 128])).float())
+    table = torch.cat(feats)
+    row = {c: i for i, c in enumerate(unique)}
+    out = table[torch.tensor([row[c] for c in captions])].clone()
     atomic_torch_save(file, out)
     return out
 
@@ -175,7 +186,13 @@ def _load_training_data(cfg: DictConfig, model: RetrievalModel, cache: Path):
     frames = FrameCache(cache / "frames", cfg.data.num_frames)
     vids = list(by_video)
     frames.warm([paths[v] for v in vids], "decoding train videos")
-    clips = [clip_transform(frames.get(paths[v]), size).half() for v in vids]
+    clips: list[torch.Tensor] = []
+    for i in range(0, len(vids), 64):  # batched resize: one interpolate call per 64 videos (same native size)
+        raw = [frames.get(paths[v]) for v in vids[i:i + 64]]
+        if all(r.shape == raw[0].shape for r in raw):
+            clips += list(clip_transform(torch.cat(raw), size).half().split([len(r) for r in raw]))
+        else:
+            clips += [clip_transform(r, size).half() for r in raw]
     return clips, [by_video[v] for v in vids], [p.caption for p in pairs]
 
 
@@ -199,11 +216,12 @@ def evaluate_clean(model: RetrievalModel, data_cfg: DictConfig, cache: Path, spl
 def train(cfg: DictConfig) -> Path:
     """Run one training stage; returns the checkpoint path."""
     from tta.models.factory import model_from_config
+    from tta.utils.logs import quiet_lightning
     from tta.utils.paths import cache_root
 
+    quiet_lightning()
     cache = cache_root(cfg.paths.cache_dir)
     L.seed_everything(cfg.seed, workers=True)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     if cfg.init and cfg.init != "none":
         model = load_checkpoint(cfg.init, head=cfg.model.head)
         log.info("initialised from %s", cfg.init)

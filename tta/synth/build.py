@@ -52,7 +52,7 @@ class SynthConfig:
     n_test: int = 1000
     captions_per_train_video: int = 3
     crf: int = 18
-    version: int = 1  # bump when the renderer or grammar changes
+    version: int = 2  # bump when the renderer or grammar changes
 
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()

@@ -1,0 +1,22 @@
+"""Logging helpers."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+
+class _DropAdverts(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+def quiet_lightning() -> None:
+    """Drop Lightning's advertising tips and two known-harmless warnings; keep its real messages."""
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    # frozen towers are in eval mode on purpose (cached text features, LayerNorm-only adaptation)
+    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode.*")
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropAdverts) for f in logger.filters):
+            logger.addFilter(_DropAdverts())
