@@ -33,6 +33,7 @@ from tta.models.encode import encode_texts, encode_videos
 from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import atomic_torch_save, atomic_write_json
+from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
 from tta.utils.seeding import seed_everything
 
@@ -82,6 +83,7 @@ def _versions() -> dict[str, str]:
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
+    quiet_lightning()
     run_dir = Path(run_dir or os.getcwd())
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
@@ -112,7 +114,14 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     gt = torch.arange(len(pairs))
 
     adapter: OnlineAdapter = instantiate(cfg.adapter.method)
+    if cfg.get("posthoc") is not None and cfg.posthoc.get("_target_"):
+        adapter.posthoc = instantiate(cfg.posthoc)  # a gradient-free refiner after any adapter (conf/posthoc/)
     adapter.bind(model, cfg.task, gallery, gt)
+    n_source = adapter.needs_source_split()
+    if n_source:  # clean training-split data some options ask for (EATA's Fisher, QB-Norm's training bank)
+        from tta.data.source_split import SourceSplit
+
+        adapter.source_split = SourceSplit(model, load_pairs(cfg.data, "train", cache), n_source, cfg.task, frames)
     loader = DataLoader(queries, batch_size=cfg.batch_size, shuffle=False, num_workers=cfg.loader_workers,
                         collate_fn=Collate(model.tokenizer if query_side == "text" else None))
     trainer = L.Trainer(accelerator=cfg.trainer.accelerator, devices=1, inference_mode=False, logger=False,
@@ -132,14 +141,15 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     hub["k"] = k
     hub["k1_skewness"] = hubness_metrics(sims, k=1)["skewness"]
     results = {
-        "task": cfg.task, "model": cfg.model.name, "adapter": cfg.adapter.name, "shift": shift.name,
+        "task": cfg.task, "model": cfg.model.name, "adapter": cfg.adapter.name,
+        "posthoc": getattr(adapter.posthoc, "name", "none"), "shift": shift.name,
         "severity": shift.severity, "data": cfg.data.name, "seed": int(cfg.seed),
         "shifted_side": "none" if shift_kind == "clean" else ("query" if shift_kind == query_side else "gallery"),
         "num_queries": int(sims.shape[0]), "num_gallery": int(sims.shape[1]),
         "retrieval": retrieval_metrics(sims, gt, median=cfg.metrics.median),
         "hubness": hub,
         "median_convention": cfg.metrics.median,
-        "counters": dict(adapter.counters),
+        "counters": {**adapter.counters, **(adapter.posthoc.stats() if adapter.posthoc is not None else {})},
         "time_s": {"total": time.time() - t_start, "adapt": adapt_s,
                    "per_query_ms": 1000.0 * adapt_s / max(1, sims.shape[0])},
         "versions": _versions(),

@@ -227,6 +227,12 @@ def train(cfg: DictConfig) -> Path:
         log.info("initialised from %s", cfg.init)
     else:
         model = model_from_config(cfg.model, checkpoint=None)
+    if cfg.get("logit_scale_init") and cfg.stage == "pretrain":
+        # start at CLIP's converged temperature (logit scale 100): a short run cannot climb there from 1/0.07, and
+        # a high temperature pushes the embeddings apart over the whole sphere (about half the cosines negative),
+        # where CLIP's stay in a narrow cone with positive cosines (which HSM's reweighting presumes)
+        with torch.no_grad():
+            model.clip.logit_scale.fill_(math.log(float(cfg.logit_scale_init)))
     _freeze_for_training(model, cfg.freeze_text_trunk)
     clips, captions_of, captions = _load_training_data(cfg, model, cache)
     text_feats = tokens = None

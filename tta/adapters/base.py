@@ -15,6 +15,10 @@ history. A method overrides only what it changes::
 Per batch (``steps`` = S): S times [forward -> loss -> backward -> step]; the scores are those of the last
 forward, computed before its update (``predict_with: last_forward``, spec/hatvtr.md §4), or of an extra no-grad
 forward after the last update (``post_update``). Run with ``Trainer(inference_mode=False).test``.
+
+Any adapter can be followed by a gradient-free score refiner (:attr:`posthoc`, the ``posthoc=`` config group,
+:mod:`tta.adapters.posthoc`), applied after :meth:`refine_scores` and reset with the adapter. A method that needs
+clean source data before adapting asks for it with :meth:`needs_source_split` and prepares in :meth:`prepare`.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class BatchRecord:
     skipped_updates: int = 0
     running_r1: float = float("nan")
     adapt_s: float = 0.0
+    extras: dict = field(default_factory=dict)  # method-specific per-batch counters (e.g. selected share)
 
 
 class OnlineAdapter(L.LightningModule):
@@ -93,6 +98,10 @@ class OnlineAdapter(L.LightningModule):
         self.history: list[BatchRecord] = []
         self.gt: torch.Tensor | None = None
         self.counters: dict[str, int] = {"updates": 0, "skipped_updates": 0, "nonfinite_losses": 0, "resets": 0}
+        # optional gradient-free refiner applied after refine_scores (`posthoc=` group, tta.adapters.posthoc)
+        self.posthoc = None
+        # clean source-split data, attached by the runner when needs_source_split() > 0 (tta.data.source_split)
+        self.source_split = None
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None) -> None:
@@ -141,6 +150,25 @@ class OnlineAdapter(L.LightningModule):
     def reset_state(self) -> None:
         """Clear method state (memories, EMAs); called by :meth:`reset`."""
 
+    def on_batch_start(self, batch: dict, record: BatchRecord) -> None:
+        """Called before a batch's updates (e.g. to remember ``batch["index"]``); write counters to ``record.extras``."""
+
+    def on_batch_end(self, record: BatchRecord) -> None:
+        """Called after a batch is scored and refined."""
+
+    def needs_source_split(self) -> int:
+        """Clean training-split pairs needed before adapting (0 = none), e.g. EATA's Fisher; the runner then
+        attaches :attr:`source_split` before the test loop."""
+        return int(getattr(self.posthoc, "source_split_size", 0) or 0)
+
+    def prepare(self) -> None:
+        """Source-model preparations once the model is on its device, before the first batch (no update)."""
+        if self.posthoc is not None:
+            self.posthoc.prepare(self)
+
+    def on_test_start(self) -> None:
+        self.prepare()
+
     # ------------------------------------------------------------------------------------------ LN selection
     def query_layernorm_params(self) -> list[nn.Parameter]:
         """Weight and bias of every LayerNorm of the query-side tower (spec/hatvtr.md §4, adapted parameters)."""
@@ -172,6 +200,8 @@ class OnlineAdapter(L.LightningModule):
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
         self.reset_state()
+        if self.posthoc is not None:
+            self.posthoc.reset()
         self.counters["resets"] += 1
 
     def encode_queries(self, batch: dict) -> torch.Tensor:
@@ -223,9 +253,13 @@ class OnlineAdapter(L.LightningModule):
             self.reset()
         record = BatchRecord(batch=batch_idx, size=len(batch["index"]))
         start = time.perf_counter()
+        self.on_batch_start(batch, record)
         sims = self.adapt_batch(batch, record)
         with torch.no_grad():
             sims = self.refine_scores(sims.float())
+            if self.posthoc is not None:
+                sims = self.posthoc(sims)
+        self.on_batch_end(record)
         record.adapt_s = time.perf_counter() - start
         self.counters["skipped_updates"] += record.skipped_updates
         self.rows.append(sims.detach().cpu())

@@ -1,0 +1,106 @@
+"""A small online-adaptation harness on the tiny embedded benchmark, for adapter unit and contract tests.
+
+It does what :func:`tta.run.run` does up to the test loop (source model, clean gallery encoded once, query
+batches, the adapter bound as the runner binds it), but keeps the model and a few collated batches in memory so that
+many adapters can be run quickly on the same inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader
+
+from tests.conftest import tiny_overrides
+from tta.adapters.base import OnlineAdapter
+from tta.data.cache import FrameCache
+from tta.data.registry import load_pairs
+from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
+from tta.models.factory import model_from_config
+from tta.models.retrieval import RetrievalModel
+from tta.run import encode_gallery
+from tta.utils.config import compose
+from tta.utils.paths import cache_root
+
+
+@dataclass
+class Env:
+    """The source model, its clean gallery and a few query batches of one (backbone, task)."""
+
+    cfg: DictConfig
+    model: RetrievalModel
+    gallery: torch.Tensor
+    gt: torch.Tensor
+    batches: list[dict]
+    pairs: list
+    frames: FrameCache
+    cache: Path
+
+
+def build_env(cache: Path, model: str, task: str, batch_sizes: tuple[int, ...] = (6, 3), shift: str = "clean") -> Env:
+    """Model, gallery (all tiny test pairs) and query batches of the given sizes (stream order)."""
+    cfg = compose("run", tiny_overrides(cache, f"model={model}", f"task={task}", f"shift={shift}"))
+    root = cache_root(cfg.paths.cache_dir)
+    net = model_from_config(cfg.model, cfg.model.checkpoint, cfg.data, root, recipe=list(cfg.embedded_recipe))
+    pairs = load_pairs(cfg.data, "test", root)
+    frames = FrameCache(root / "frames", cfg.data.num_frames)
+    spec = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed))
+    gallery = encode_gallery(net, pairs, cfg, spec, frames, root)
+    if task == "v2t":
+        items = VideoItems(pairs, frames, net.image_size, spec if spec.kind == "video" else ShiftSpec())
+    else:
+        items = TextItems(pairs, spec if spec.kind == "text" else ShiftSpec())
+    collate = Collate(net.tokenizer if task == "t2v" else None)
+    batches, start = [], 0
+    for size in batch_sizes:
+        batches.append(collate([items[i] for i in range(start, start + size)]))
+        start += size
+    return Env(cfg, net, gallery, torch.arange(len(pairs)), batches, pairs, frames, root)
+
+
+@functools.lru_cache(maxsize=256)
+def _composed(cache: str, model: str, task: str, adapter: str, overrides: tuple[str, ...]) -> DictConfig:
+    return compose("run", tiny_overrides(Path(cache), f"model={model}", f"task={task}", f"adapter={adapter}",
+                                         *overrides))
+
+
+def make_adapter(env: Env, adapter: str, *overrides: str, model: RetrievalModel | None = None) -> OnlineAdapter:
+    """Instantiate ``conf/adapter/<adapter>.yaml`` (with overrides) and bind it to a copy of the env's model."""
+    cfg = _composed(str(env.cache), env.cfg.model.name, env.cfg.task, adapter, tuple(overrides))
+    obj: OnlineAdapter = instantiate(cfg.adapter.method)
+    if cfg.get("posthoc") is not None and cfg.posthoc.get("_target_"):
+        obj.posthoc = instantiate(cfg.posthoc)
+    obj.bind(model if model is not None else copy.deepcopy(env.model), env.cfg.task, env.gallery, env.gt)
+    needs = getattr(obj, "needs_source_split", lambda: 0)()
+    if needs:
+        from tta.data.source_split import SourceSplit
+
+        obj.source_split = SourceSplit(obj.model, load_pairs(cfg.data, "train", env.cache), needs, env.cfg.task,
+                                       env.frames)
+    return obj
+
+
+def stream(adapter: OnlineAdapter, batches: list[dict]) -> torch.Tensor:
+    """Run the batches through ``Trainer(inference_mode=False).test`` as the runner does; return the new rows."""
+    before = len(adapter.rows)
+    trainer = L.Trainer(accelerator="cpu", devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
+                        enable_model_summary=False, enable_progress_bar=False)
+    trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
+    return torch.cat(adapter.rows[before:])
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These tiny models run fastest single-threaded (thread barriers dominate; much worse on a loaded machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

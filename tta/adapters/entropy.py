@@ -1,0 +1,157 @@
+"""Shared pieces of the entropy baselines (Tent, EATA, SAR, READ) as retrieval TTA (spec/baselines.md §1-2, §8-9).
+
+Retrieval formulation (baselines.md §2): the "classes" are the G gallery items, the logits of query i are
+z_ij = s(q_i, g_j) / τ over the whole (precomputed, frozen) gallery, p_i = softmax(z_i) and
+H(p) = −Σ_j p_j ln p_j. τ = 0.02 everywhere (HAT-VTR Sec. 5.1, taken from TCR); absolute entropy thresholds
+depend on τ, so each method states the τ its thresholds were calibrated at.
+
+:class:`GalleryEntropyAdapter` holds the protocol shared by the four baselines (baselines.md §1; hatvtr.md §4):
+the query-encoder LayerNorm affines, AdamW with weight decay 1e-4, 3 steps per batch, scores from the last
+pre-update forward, a reset per shift, the same gallery and similarity as HAT-VTR; and the ``preset`` switch:
+
+* ``orig`` (default): the objective as in the original repositories;
+* ``vtr_tta``: the ``bingqingzhang/vtr_tta`` ports (``tta_model/*.py``), bugs included (baselines.md §8),
+  among them the shared forward of ``tta_base.py`` (``legacy_shared_forward``, hatvtr.md §8 item 18): CLIP4Clip
+  mean-pools the *raw* frame features and normalises afterwards, s(c, v) = <n(c), n(mean_l f_l)>, instead of
+  HAT-VTR's <n(c), n(mean_l n(f_l))>. X-Pool starts its pooling with a LayerNorm of every frame, so its scores
+  are the same on both paths. The entropy baselines use only the scores, so this is the path's whole effect on
+  them.
+
+A preset fills every option left ``None``; an explicit value always wins (``adapter.method.margin=quantile``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward
+
+PRESETS = ("orig", "vtr_tta")
+
+
+def softmax_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """H(softmax(z)) along the last dimension: (..., G) logits -> (...) entropies in nats."""
+    logp = logits.log_softmax(dim=-1)
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
+def elementwise_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """The terms −p_j ln p_j of the entropy, not summed: (..., G) -> (..., G)."""
+    logp = logits.log_softmax(dim=-1)
+    return -(logp.exp() * logp)
+
+
+def entropy_margin(scale: float, num_classes: int) -> float:
+    """E0 = scale · ln C (EATA Eq. 3 and SAR Eq. 2 with scale 0.4; here C = G, baselines.md §4)."""
+    return scale * math.log(num_classes)
+
+
+def shared_forward_similarity(model: nn.Module, queries: torch.Tensor, gallery: torch.Tensor,
+                              legacy: bool = False) -> torch.Tensor:
+    """(B, G) query-gallery scores; ``legacy`` = the vtr_tta baselines' shared forward (module docstring).
+
+    Args:
+        model: the retrieval model (``similarity``; ``pool`` is None for CLIP4Clip-meanP).
+        queries: (B, T, D) frame features (v2t) or (B, D) caption features (t2v).
+        gallery: (G, D) caption features (v2t) or (G, T, D) frame features (t2v).
+        legacy: mean-pool raw frames before normalising (CLIP4Clip only; X-Pool is unaffected).
+    """
+    if not legacy or getattr(model, "pool", None) is not None:
+        return model.similarity(queries, gallery)
+    videos_are_queries = queries.dim() == 3
+    video, text = (queries, gallery) if videos_are_queries else (gallery, queries)
+    v = F.normalize(video.mean(dim=1), dim=-1)
+    t = F.normalize(text, dim=-1)
+    sims = t @ v.t()  # (Nt, Nv)
+    return sims.t() if videos_are_queries else sims
+
+
+def resolve_preset(table: Mapping[str, Mapping[str, Any]], preset: str, **explicit: Any) -> dict[str, Any]:
+    """The preset's values with every explicitly given (non-None) option on top."""
+    if preset not in table:
+        raise ValueError(f"preset must be one of {tuple(table)}, got {preset!r}")
+    out = dict(table[preset])
+    unknown = set(explicit) - set(out)
+    if unknown:
+        raise KeyError(f"options {sorted(unknown)} are not in the preset table")
+    out.update({k: v for k, v in explicit.items() if v is not None})
+    return out
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+class GalleryEntropyAdapter(OnlineAdapter):
+    """Base of Tent, EATA, SAR and READ: gallery logits at temperature τ on the shared protocol.
+
+    Args:
+        temperature: τ of z = s / τ (baselines.md §2).
+        preset: ``orig`` or ``vtr_tta`` (module docstring).
+        legacy_shared_forward: None = the preset's value (``vtr_tta``: true).
+        steps, lr, weight_decay, betas, reset_policy, predict_with: see :class:`OnlineAdapter`.
+    """
+
+    #: per preset, the values of the options this method resolves (subclasses extend it)
+    PRESET_TABLE: dict[str, dict[str, Any]] = {"orig": {"legacy_shared_forward": False},
+                                              "vtr_tta": {"legacy_shared_forward": True}}
+
+    def __init__(self, temperature: float = 0.02, preset: str = "orig", legacy_shared_forward: bool | None = None,
+                 steps: int = 3, lr: float | dict = 3e-5, weight_decay: float = 1e-4, **kwargs):
+        super().__init__(steps=steps, lr=lr, weight_decay=weight_decay, **kwargs)
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.temperature = float(temperature)
+        self.preset = check_choice("preset", preset, PRESETS)
+        self.legacy_shared_forward = bool(resolve_preset(
+            GalleryEntropyAdapter.PRESET_TABLE, preset, legacy_shared_forward=legacy_shared_forward)[
+            "legacy_shared_forward"])
+        self._record: BatchRecord | None = None
+
+    # ------------------------------------------------------------------------------------------ protocol
+    def params_to_adapt(self) -> list[nn.Parameter]:
+        """The query-encoder LayerNorm affines (baselines.md §1)."""
+        return self.query_layernorm_params()
+
+    def similarity(self, feats: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
+        return shared_forward_similarity(self.model, feats, gallery, self.legacy_shared_forward)
+
+    def forward_queries(self, batch: dict) -> QueryForward:
+        feats = self.encode_queries(batch)
+        return QueryForward(feats=feats, sims=self.similarity(feats, self.gallery))
+
+    def logits(self, sims: torch.Tensor) -> torch.Tensor:
+        """(B, G) gallery logits z = s / τ."""
+        return sims / self.temperature
+
+    # ------------------------------------------------------------------------------------------ counters
+    def on_batch_start(self, batch: dict, record: BatchRecord) -> None:
+        super().on_batch_start(batch, record)
+        self._record = record
+
+    def on_batch_end(self, record: BatchRecord) -> None:
+        super().on_batch_end(record)
+        self._record = None
+
+    def note(self, key: str, count: int | float, of: int | None = None) -> None:
+        """Record a per-step quantity: summed in ``counters[key]``, per step in the batch's ``extras[key]``
+        (history.json); with ``of`` (the batch size) also the running rate ``counters[key + '_rate']``."""
+        self.counters[key] = self.counters.get(key, 0) + count
+        if of is not None:
+            seen = self.counters[key + "_of"] = self.counters.get(key + "_of", 0) + of
+            self.counters[key + "_rate"] = self.counters[key] / max(1, seen)
+        if self._record is not None:
+            self._record.extras.setdefault(key, []).append(count / of if of else count)
+
+    def note_value(self, key: str, value: float) -> None:
+        """Record a per-step value (e.g. a loss term) in the batch's ``extras[key]`` only."""
+        if self._record is not None:
+            self._record.extras.setdefault(key, []).append(float(value))
