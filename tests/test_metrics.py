@@ -184,7 +184,8 @@ def test_gt_ranks_multi_matches_bruteforce(decimals: int | None) -> None:
     assert torch.equal(gt_ranks_multi(sims, one), gt_ranks(sims, gt))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (runs on GPU machines)")
 def test_retrieval_and_hubness_on_cuda_match_cpu() -> None:
     sims = _random_sims(300, 200, seed=11, decimals=1)
     gt = _random_gt(300, 200, seed=11)
