@@ -23,6 +23,7 @@ The warm-up rule (first batch of a shift: argmax targets, unrefined output) belo
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, fields
 
@@ -125,7 +126,7 @@ def build_config(cls, value):
     return cls(**plain)
 
 
-class HSMBank:
+class HSMBank(ABC):
     """A FIFO bank of raw similarity blocks (one block = one batch matrix) and the HSM refinement over it.
 
     Args:
@@ -149,8 +150,9 @@ class HSMBank:
         self.occurrence: torch.Tensor | None = None
         self._reset_storage()
 
+    @abstractmethod
     def _reset_storage(self) -> None:
-        raise NotImplementedError
+        """Implemented by :class:`DirectBank` and :class:`IncrementalBank`."""
 
     def __len__(self) -> int:
         return len(self._sizes)
@@ -185,17 +187,21 @@ class HSMBank:
             return self._refine(current.to(self.device)).to(current.device)
         return self._refine(current)
 
+    @abstractmethod
     def nbytes(self) -> int:
-        raise NotImplementedError
+        """Implemented by :class:`DirectBank` and :class:`IncrementalBank`."""
 
+    @abstractmethod
     def _push(self, rows: torch.Tensor) -> None:
-        raise NotImplementedError
+        """Implemented by :class:`DirectBank` and :class:`IncrementalBank`."""
 
+    @abstractmethod
     def _pop_oldest(self) -> None:
-        raise NotImplementedError
+        """Implemented by :class:`DirectBank` and :class:`IncrementalBank`."""
 
+    @abstractmethod
     def _refine(self, current: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Implemented by :class:`DirectBank` and :class:`IncrementalBank`."""
 
 
 class DirectBank(HSMBank):
