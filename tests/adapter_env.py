@@ -97,10 +97,3 @@ def stream(adapter: OnlineAdapter, batches: list[dict]) -> torch.Tensor:
     return torch.cat(adapter.rows[before:])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tiny models run fastest single-threaded (thread barriers dominate; much worse on a loaded machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 # tiny sizes that go through every real code path (MP4 writing/decoding, pretraining, fine-tuning, online run)
 TINY_DATA = ["data.synth.n_train=24", "data.synth.n_val=8", "data.synth.n_test=40", "data.workers=1"]
@@ -23,3 +24,12 @@ def tiny_overrides(cache: Path, *extra: str) -> list[str]:
     recipe = "[" + ",".join(f"'{r}'" for r in TINY_RECIPE) + "]"
     return [f"paths.cache_dir={cache}", f"embedded_recipe={recipe}", "trainer.progress_bar=false",
             "trainer.accelerator=cpu", *TINY_DATA, *extra]
+
+
+@pytest.fixture(scope="module")
+def single_thread_torch():
+    """The tiny embedded towers run fastest on one thread (thread barriers dominate, worse on a loaded machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.adapter_env import build_env, make_adapter, one_thread, stream  # noqa: F401 (fixture)
+from tests.adapter_env import build_env, make_adapter, stream
+
+pytestmark = pytest.mark.usefixtures("single_thread_torch")
 from tta.utils.config import CONF_DIR
 
 ADAPTERS = sorted(p.stem for p in (Path(CONF_DIR) / "adapter").glob("*.yaml"))

@@ -24,13 +24,7 @@ from tta.adapters.sar import SARAdapter
 from tta.adapters.tent import TentAdapter
 
 
-@pytest.fixture(autouse=True, scope="module")
-def single_thread():
-    """The tiny towers run fastest on one thread (thread barriers dominate, worse on a loaded machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread_torch")
 
 
 # ------------------------------------------------------------------------------------------------ a toy model

@@ -11,7 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.adapter_env import build_env, make_adapter, one_thread, stream  # noqa: F401 (fixture)
+from tests.adapter_env import build_env, make_adapter, stream
+
+pytestmark = pytest.mark.usefixtures("single_thread_torch")
 from tests.conftest import tiny_overrides
 from tta.adapters.hsm import hsm_refine
 from tta.adapters.losses import (cross_correlation, frame_alignment, global_alignment, in_batch_entropy,
