@@ -1,6 +1,10 @@
 """The shift registry: every video and text shift by name, with its severities and kind.
 
 A video shift is ``fn(frames: uint8 (T, H, W, 3), severity: int, generator: torch.Generator, **options) -> uint8``;
+its ``group`` says which frames it receives (spec/mlvp.md §2.2): ``"A"`` = the sampled native-resolution frames
+of the clip (the frame cache's output), ``"B"`` = every decoded frame of the video file (the shift works on the
+whole video; the pipeline applies the uniform frame rule to what it returns, so a shift that already returns the
+clip's frames, e.g. temporal scrambling, passes through unchanged).
 a text shift is ``fn(text: str, severity: int, rng: random.Random, **options) -> str``. Shift modules register
 themselves with :func:`register_video_shift` / :func:`register_text_shift` when :mod:`tta.shifts` is imported.
 """
@@ -19,15 +23,20 @@ class ShiftInfo:
     severities: tuple[int, ...]
     level: str  # MLVP low/mid/high, or character/word/sentence
     changes_length: bool = False
+    group: str = "A"  # MLVP processing group: "A" sampled frames, "B" the whole decoded video
 
 
 _VIDEO: dict[str, ShiftInfo] = {}
 _TEXT: dict[str, ShiftInfo] = {}
 
 
-def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "low", changes_length: bool = False):
+def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "low", changes_length: bool = False,
+                         group: str = "A"):
+    if group not in ("A", "B"):
+        raise ValueError(f"group must be 'A' (sampled frames) or 'B' (whole video), got {group!r}")
+
     def wrap(fn):
-        _VIDEO[name] = ShiftInfo(name, "video", fn, tuple(severities), level, changes_length)
+        _VIDEO[name] = ShiftInfo(name, "video", fn, tuple(severities), level, changes_length, group)
         return fn
 
     return wrap
