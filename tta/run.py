@@ -24,14 +24,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
-from tta.adapters.base import OnlineAdapter
+from tta.adapters.base import RESET_POLICIES, OnlineAdapter
 from tta.data.cache import FrameCache
 from tta.data.registry import load_pairs
+from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
 from tta.metrics import hubness_metrics, k_occurrence, retrieval_metrics
 from tta.models.encode import encode_texts, encode_videos
 from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
+from tta.utils.config import compose
 from tta.utils.io import atomic_torch_save, atomic_write_json
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
@@ -80,6 +82,70 @@ def _versions() -> dict[str, str]:
             "open_clip": open_clip.__version__}
 
 
+def train_data_config(cfg: DictConfig) -> DictConfig:
+    """The dataset the source model was fine-tuned on: ``data`` itself, or ``scenario.train_data`` (cross)."""
+    name = cfg.scenario.get("train_data")
+    if not name or name == cfg.data.name:
+        return cfg.data
+    from hydra.errors import HydraException
+
+    overrides = [f"data={name}", *list(cfg.scenario.get("train_data_overrides") or [])]
+    try:
+        return compose("run", overrides).data
+    except HydraException as e:
+        raise ValueError(f"scenario.train_data={name!r} is not a dataset of conf/data/ (or its overrides "
+                         f"{overrides[1:]} do not apply): {e}") from e
+
+
+def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
+    """The shifts of the run: ``shift=`` alone, or the ``scenario.stream`` list ("name:severity" or mappings)."""
+    stream = cfg.scenario.get("stream")
+    if not stream:
+        options = cfg.shift.get("options")
+        options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
+        return [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed),
+                                   tuple(sorted(options.items()))))]
+    specs = []
+    for entry in stream:
+        if isinstance(entry, str):
+            name, _, sev = entry.partition(":")
+            options = {}
+        else:
+            entry = OmegaConf.to_container(entry, resolve=True) if OmegaConf.is_config(entry) else dict(entry)
+            name, sev, options = entry.get("name", ""), entry.get("severity", 0), entry.get("options") or {}
+        try:
+            severity = int(sev or 0)
+        except ValueError:
+            raise ValueError(f"scenario.stream entry {entry!r}: the severity must be an integer ('name:severity')") from None
+        spec = _checked(ShiftSpec(str(name).strip(), severity, int(cfg.seed), tuple(sorted(options.items()))))
+        if spec.kind not in ("clean", query_side):
+            raise ValueError(f"scenario.stream entry {entry!r} is a {spec.kind} shift, but the queries of "
+                             f"task={cfg.task} are {query_side}s; a stream shifts the query side only")
+        specs.append(spec)
+    return specs
+
+
+def _checked(shift: ShiftSpec) -> ShiftSpec:
+    """Validate the shift's name (unknown names list the valid ones) and severity."""
+    try:
+        kind = shift.kind
+    except KeyError as e:
+        raise ValueError(str(e).strip('"')) from None
+    if kind != "clean":
+        from tta.shifts.registry import check_severity, get_shift
+
+        check_severity(get_shift(shift.name), shift.severity)
+    return shift
+
+
+def _metrics(sims: torch.Tensor, gt: torch.Tensor, cfg: DictConfig) -> tuple[dict, dict]:
+    k = int(cfg.hubness.k)
+    hub = hubness_metrics(sims, k=k)
+    hub["k"] = k
+    hub["k1_skewness"] = hubness_metrics(sims, k=1)["skewness"]
+    return retrieval_metrics(sims, gt, median=cfg.metrics.median), hub
+
+
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
@@ -87,16 +153,14 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     run_dir = Path(run_dir or os.getcwd())
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
-    options = cfg.shift.get("options")
-    options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
-    shift = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed), tuple(sorted(options.items())))
-    shift_kind = shift.kind  # validates the name
-    if shift_kind != "clean":
-        from tta.shifts.registry import check_severity, get_shift
+    query_side = "video" if cfg.task == "v2t" else "text"
+    shifts = stream_shifts(cfg, query_side)
+    single = len(shifts) == 1
+    shift = shifts[0]
 
-        check_severity(get_shift(shift.name), shift.severity)
-
-    model = model_from_config(cfg.model, cfg.model.checkpoint, cfg.data, cache,
+    train_data = train_data_config(cfg)
+    checkpoint = cfg.scenario.get("checkpoint") or cfg.model.checkpoint
+    model = model_from_config(cfg.model, checkpoint, train_data, cache,
                               recipe=list(cfg.get("embedded_recipe") or []))
     pairs = load_pairs(cfg.data, "test", cache)
     if cfg.data.subset:
@@ -104,16 +168,21 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if len(pairs) == 0:
         raise ValueError("the test split is empty")
     frames = FrameCache(cache / "frames", cfg.data.num_frames)
-    gallery = encode_gallery(model, pairs, cfg, shift, frames, cache)
-    query_side = "video" if cfg.task == "v2t" else "text"
+    gallery = encode_gallery(model, pairs, cfg, shift if single else ShiftSpec(), frames, cache)
     if query_side == "video":
         frames.warm([p.video_path for p in pairs], "decoding query videos")
-        queries = VideoItems(pairs, frames, model.image_size, shift if shift_kind == "video" else ShiftSpec())
+        segments = [VideoItems(pairs, frames, model.image_size, s if s.kind == "video" else ShiftSpec())
+                    for s in shifts]
     else:
-        queries = TextItems(pairs, shift if shift_kind == "text" else ShiftSpec())
+        segments = [TextItems(pairs, s if s.kind == "text" else ShiftSpec()) for s in shifts]
+    stream = SegmentedStream(segments)
     gt = torch.arange(len(pairs))
 
     adapter: OnlineAdapter = instantiate(cfg.adapter.method)
+    if cfg.scenario.get("reset"):
+        if cfg.scenario.reset not in RESET_POLICIES:
+            raise ValueError(f"scenario.reset must be one of {RESET_POLICIES}, got {cfg.scenario.reset!r}")
+        adapter.reset_policy = str(cfg.scenario.reset)
     if cfg.get("posthoc") is not None and cfg.posthoc.get("_target_"):
         adapter.posthoc = instantiate(cfg.posthoc)  # a gradient-free refiner after any adapter (conf/posthoc/)
     adapter.bind(model, cfg.task, gallery, gt)
@@ -121,9 +190,10 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if n_source:  # clean training-split data some options ask for (EATA's Fisher, QB-Norm's training bank)
         from tta.data.source_split import SourceSplit
 
-        adapter.source_split = SourceSplit(model, load_pairs(cfg.data, "train", cache), n_source, cfg.task, frames)
-    loader = DataLoader(queries, batch_size=cfg.batch_size, shuffle=False, num_workers=cfg.loader_workers,
-                        collate_fn=Collate(model.tokenizer if query_side == "text" else None))
+        adapter.source_split = SourceSplit(model, load_pairs(train_data, "train", cache), n_source, cfg.task, frames)
+    loader = DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, cfg.batch_size),
+                        num_workers=cfg.loader_workers,
+                        collate_fn=SegmentCollate(Collate(model.tokenizer if query_side == "text" else None)))
     trainer = L.Trainer(accelerator=cfg.trainer.accelerator, devices=1, inference_mode=False, logger=False,
                         enable_checkpointing=False, enable_model_summary=False,
                         enable_progress_bar=cfg.trainer.progress_bar, deterministic=cfg.trainer.deterministic)
@@ -131,22 +201,31 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     trainer.test(adapter, dataloaders=loader, verbose=False)
     adapt_s = time.time() - t_adapt
     sims, order = adapter.scores()
-    if not torch.equal(order, gt):
+    if not torch.equal(order, gt.repeat(len(shifts))):
         raise RuntimeError("scored rows are not in stream order")
     if not torch.isfinite(sims).all():
         raise FloatingPointError("the scored similarity matrix contains NaN/inf; the run's metrics would be invalid")
 
-    k = int(cfg.hubness.k)
-    hub = hubness_metrics(sims, k=k)
-    hub["k"] = k
-    hub["k1_skewness"] = hubness_metrics(sims, k=1)["skewness"]
+    per_segment = []
+    for s, rows in zip(shifts, sims.split(len(pairs)), strict=True):
+        retrieval, hub = _metrics(rows, gt, cfg)
+        per_segment.append({"shift": s.name, "severity": s.severity, "retrieval": retrieval, "hubness": hub})
+    if single:
+        retrieval, hub = per_segment[0]["retrieval"], per_segment[0]["hubness"]
+        shifted = "none" if shift.kind == "clean" else ("query" if shift.kind == query_side else "gallery")
+    else:  # a stream: the mean over its shifts, as continual-TTA tables report
+        retrieval = {k: sum(seg["retrieval"][k] for seg in per_segment) / len(shifts) for k in per_segment[0]["retrieval"]}
+        hub = {k: sum(seg["hubness"][k] for seg in per_segment) / len(shifts) for k in per_segment[0]["hubness"]}
+        hub["k"] = int(cfg.hubness.k)
+        shifted = "query"
     results = {
         "task": cfg.task, "model": cfg.model.name, "adapter": cfg.adapter.name,
-        "posthoc": getattr(adapter.posthoc, "name", "none"), "shift": shift.name,
-        "severity": shift.severity, "data": cfg.data.name, "seed": int(cfg.seed),
-        "shifted_side": "none" if shift_kind == "clean" else ("query" if shift_kind == query_side else "gallery"),
-        "num_queries": int(sims.shape[0]), "num_gallery": int(sims.shape[1]),
-        "retrieval": retrieval_metrics(sims, gt, median=cfg.metrics.median),
+        "posthoc": getattr(adapter.posthoc, "name", "none"),
+        "scenario": cfg.scenario.name, "train_data": train_data.name, "checkpoint": str(checkpoint),
+        "shift": shift.name if single else "stream", "severity": shift.severity if single else 0,
+        "data": cfg.data.name, "seed": int(cfg.seed), "shifted_side": shifted,
+        "num_queries": len(pairs), "num_gallery": int(sims.shape[1]),
+        "retrieval": retrieval,
         "hubness": hub,
         "median_convention": cfg.metrics.median,
         "counters": {**adapter.counters, **(adapter.posthoc.stats() if adapter.posthoc is not None else {})},
@@ -155,10 +234,14 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         "versions": _versions(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+    if not single:
+        results["reset_policy"] = adapter.reset_policy
+        results["segments"] = per_segment
     atomic_write_json(run_dir / "results.json", results)
     atomic_write_json(run_dir / "history.json", [vars(r) for r in adapter.history])
     if cfg.save.k_occurrence:
-        atomic_write_json(run_dir / "k_occurrence.json", {"k": 15, "counts": k_occurrence(sims, 15).tolist()})
+        counts = [k_occurrence(rows, 15).tolist() for rows in sims.split(len(pairs))]
+        atomic_write_json(run_dir / "k_occurrence.json", {"k": 15, "counts": counts[-1], "per_segment": counts})
     if cfg.save.sims:
         atomic_torch_save(run_dir / "sims.pt", sims.half())
     return results

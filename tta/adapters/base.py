@@ -64,6 +64,7 @@ class BatchRecord:
     skipped_updates: int = 0
     running_r1: float = float("nan")
     adapt_s: float = 0.0
+    segment: int = 0  # which shift of a stream scenario (tta.data.segments); 0 for a single-shift run
     extras: dict = field(default_factory=dict)  # method-specific per-batch counters (e.g. selected share)
 
 
@@ -102,6 +103,7 @@ class OnlineAdapter(L.LightningModule):
         self.posthoc = None
         # clean source-split data, attached by the runner when needs_source_split() > 0 (tta.data.source_split)
         self.source_split = None
+        self._segment: int | None = None  # the stream segment (shift) being scored
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None) -> None:
@@ -195,7 +197,7 @@ class OnlineAdapter(L.LightningModule):
         """Restore the adapted parameters and the optimizer state bit-exactly, and clear method state."""
         if self._snapshot is not None:
             with torch.no_grad():
-                for p, saved in zip(self.params_to_adapt(), self._snapshot["params"]):
+                for p, saved in zip(self.params_to_adapt(), self._snapshot["params"], strict=True):
                     p.copy_(saved)
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
@@ -248,10 +250,20 @@ class OnlineAdapter(L.LightningModule):
                 sims = self.forward_queries(batch).sims
         return sims
 
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        if self.reset_policy == "episodic" and batch_idx > 0:
+    def begin_segment(self, segment: int) -> None:
+        """A new shift of the stream starts: ``per_shift`` and ``episodic`` reset here (the first shift starts from
+        the snapshot); ``never`` carries the adapted state into the next shift."""
+        if self._segment is not None and self.reset_policy in ("per_shift", "episodic"):
             self.reset()
-        record = BatchRecord(batch=batch_idx, size=len(batch["index"]))
+        self._segment = segment
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        segment = int(batch.get("segment", 0))
+        if segment != self._segment:
+            self.begin_segment(segment)
+        elif self.reset_policy == "episodic":
+            self.reset()
+        record = BatchRecord(batch=batch_idx, size=len(batch["index"]), segment=segment)
         start = time.perf_counter()
         self.on_batch_start(batch, record)
         sims = self.adapt_batch(batch, record)
