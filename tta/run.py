@@ -35,6 +35,7 @@ from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
 from tta.utils.config import compose
 from tta.utils.io import atomic_torch_save, atomic_write_json
+from tta.utils.loggers import BatchRows, build_logger
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
 from tta.utils.seeding import seed_everything
@@ -80,6 +81,33 @@ def _versions() -> dict[str, str]:
 
     return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
             "open_clip": open_clip.__version__}
+
+
+_NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save")
+
+
+def complete_results(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
+    """The results.json already in ``run_dir`` if it is complete and of this very configuration, else None.
+
+    A sweep re-run with the same ``hydra.sweep.dir`` therefore skips finished jobs; a job that failed or was
+    killed left no results.json and runs again. Results of *another* configuration in the same directory are an
+    error (a run directory is never overwritten).
+    """
+    file = run_dir / "results.json"
+    if not file.exists():
+        return None
+    try:
+        previous = json.loads(file.read_text())
+    except json.JSONDecodeError:
+        log.warning("%s is unreadable; the run is repeated", file)
+        return None
+    mine = OmegaConf.to_container(cfg, resolve=True)
+    theirs = previous.get("config") or {}
+    if {k: v for k, v in mine.items() if k not in _NOT_IDENTITY} != \
+            {k: v for k, v in theirs.items() if k not in _NOT_IDENTITY}:
+        raise FileExistsError(f"{run_dir} holds the results of another configuration; give this run its own "
+                              f"directory (hydra.run.dir / hydra.sweep.dir) instead of overwriting them")
+    return previous
 
 
 def train_data_config(cfg: DictConfig) -> DictConfig:
@@ -151,6 +179,11 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     t_start = time.time()
     quiet_lightning()
     run_dir = Path(run_dir or os.getcwd())
+    if cfg.get("skip_complete", False):
+        previous = complete_results(run_dir, cfg)
+        if previous is not None:
+            log.info("%s already holds the complete results of this configuration; skipped", run_dir)
+            return previous
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
     query_side = "video" if cfg.task == "v2t" else "text"
@@ -197,9 +230,28 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     trainer = L.Trainer(accelerator=cfg.trainer.accelerator, devices=1, inference_mode=False, logger=False,
                         enable_checkpointing=False, enable_model_summary=False,
                         enable_progress_bar=cfg.trainer.progress_bar, deterministic=cfg.trainer.deterministic)
-    t_adapt = time.time()
-    trainer.test(adapter, dataloaders=loader, verbose=False)
-    adapt_s = time.time() - t_adapt
+    logger = build_logger(cfg.get("logger"), run_dir, OmegaConf.to_container(cfg, resolve=True))
+    adapter.batch_callbacks.append(BatchRows(adapter, logger, k=int(cfg.hubness.k),
+                                             every=int((cfg.get("logger") or {}).get("log_every", 1))))
+    status = "failed"
+    try:
+        t_adapt = time.time()
+        trainer.test(adapter, dataloaders=loader, verbose=False)
+        adapt_s = time.time() - t_adapt
+        results = _score(cfg, adapter, shifts, pairs, gt, train_data, checkpoint, query_side, run_dir,
+                         time_s={"total": time.time() - t_start, "adapt": adapt_s,
+                                 "per_query_ms": 1000.0 * adapt_s / max(1, len(pairs) * len(shifts))})
+        logger.log_results(results)
+        status = "finished"
+    finally:
+        logger.finish(status)
+    return results
+
+
+def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pairs, gt: torch.Tensor,
+           train_data: DictConfig, checkpoint, query_side: str, run_dir: Path, time_s: dict) -> dict[str, Any]:
+    """Metrics of the scored stream, written to the run directory; returns the results record."""
+    single, shift = len(shifts) == 1, shifts[0]
     sims, order = adapter.scores()
     if not torch.equal(order, gt.repeat(len(shifts))):
         raise RuntimeError("scored rows are not in stream order")
@@ -229,8 +281,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         "hubness": hub,
         "median_convention": cfg.metrics.median,
         "counters": {**adapter.counters, **(adapter.posthoc.stats() if adapter.posthoc is not None else {})},
-        "time_s": {"total": time.time() - t_start, "adapt": adapt_s,
-                   "per_query_ms": 1000.0 * adapt_s / max(1, sims.shape[0])},
+        "time_s": time_s,
         "versions": _versions(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
@@ -244,6 +295,9 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         atomic_write_json(run_dir / "k_occurrence.json", {"k": 15, "counts": counts[-1], "per_segment": counts})
     if cfg.save.sims:
         atomic_torch_save(run_dir / "sims.pt", sims.half())
+    head = int(cfg.save.get("sims_head") or 0)
+    if head:  # the similarity heatmap of the report (HAT-VTR Fig. 9): first queries x first gallery items
+        atomic_torch_save(run_dir / "sims_head.pt", sims[:head, :head].half().clone())
     return results
 
 

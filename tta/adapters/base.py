@@ -104,6 +104,8 @@ class OnlineAdapter(L.LightningModule):
         # clean source-split data, attached by the runner when needs_source_split() > 0 (tta.data.source_split)
         self.source_split = None
         self._segment: int | None = None  # the stream segment (shift) being scored
+        # called with each finished BatchRecord (the runner's loggers: per-batch curves)
+        self.batch_callbacks: list = []
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None) -> None:
@@ -157,6 +159,19 @@ class OnlineAdapter(L.LightningModule):
 
     def on_batch_end(self, record: BatchRecord) -> None:
         """Called after a batch is scored and refined."""
+
+    #: the per-step share of queries a method selects for its loss, as it records it in ``BatchRecord.extras``
+    #: (a list under this key, or the key inside each ``extras["steps"]`` entry); None = no selection.
+    selected_key: str | None = None
+
+    def selected_fraction(self, record: BatchRecord) -> float:
+        """Mean share of the batch's queries that the method selected for its loss (NaN if it selects nothing)."""
+        if self.selected_key is None:
+            return float("nan")
+        values = record.extras.get(self.selected_key)
+        if values is None:
+            values = [s[self.selected_key] for s in record.extras.get("steps", []) if self.selected_key in s]
+        return float(sum(values) / len(values)) if values else float("nan")
 
     def needs_source_split(self) -> int:
         """Clean training-split pairs needed before adapting (0 = none), e.g. EATA's Fisher; the runner then
@@ -279,6 +294,8 @@ class OnlineAdapter(L.LightningModule):
         if self.gt is not None:
             record.running_r1 = self._running_r1()
         self.history.append(record)
+        for callback in self.batch_callbacks:
+            callback(record)
         if record.losses:
             self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
         if not math.isnan(record.running_r1):

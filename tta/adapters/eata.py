@@ -75,6 +75,8 @@ class EATAAdapter(GalleryEntropyAdapter):
         "vtr_tta": {"margin": "abs", "margin_value": 0.40, "fisher": "off", "fallback": "lowest"},
     }
 
+    selected_key = "eata/s2"  # logged as the selected-sample fraction
+
     def __init__(self, margin: str | None = None, margin_scale: float = 0.4, margin_value: float | None = None,
                  quantile: float = 0.4, d_margin: float = 0.05, momentum: float = 0.9, fisher: str | None = None,
                  fisher_beta: float = 2000.0, fisher_size: int = 2000, fisher_batch_size: int = 64,

@@ -115,6 +115,8 @@ class HATVTRAdapter(OnlineAdapter):
         profile: accumulate per-component times in ``self.watch.totals`` (benchmarks only).
     """
 
+    selected_key = "selected_frac"  # logged as the selected-sample fraction
+
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
                  predict_with: str = "last_forward", temperature: float = 0.02, strict_reproduction: bool = False,

@@ -84,6 +84,8 @@ class SARAdapter(GalleryEntropyAdapter):
         "vtr_tta": {"margin": "quantile", "recovery": False, "second_entropy": "elementwise"},
     }
 
+    selected_key = "sar/s2"  # logged as the selected-sample fraction
+
     def __init__(self, margin: str | None = None, margin_scale: float = 0.4, quantile: float = 0.4,
                  rho: float = 0.05, reset_threshold: float = 0.2, ema_momentum: float = 0.9,
                  recovery: bool | None = None, clear_ema_on_reset: bool = False, empty_set: str = "zero",

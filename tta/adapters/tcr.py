@@ -46,6 +46,8 @@ class TCRAdapter(OnlineAdapter):
         min_one: push max(1, ⌊ρ·b⌋) pairs (None = preset).
     """
 
+    selected_key = "selected_frac"  # logged as the selected-sample fraction
+
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
                  predict_with: str = "last_forward", temperature: float = 0.02, preset: str = "tcr",
