@@ -11,12 +11,11 @@ from hydra import compose, initialize_config_dir
 from PIL import Image
 
 import tta.shifts.video.schiappa  # noqa: F401  (registers the Schiappa shifts)
+from tests.conftest import TINY_DATA
 from tta.data.frames import uniform_frame_indices
 from tta.shifts import registry
 from tta.shifts.contact_sheet import GAP, HEADER_HEIGHT, LABEL_WIDTH, render_sheet, run_contact_sheet, shift_cell
 from tta.synth.build import write_mp4
-
-from .conftest import TINY_DATA
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 T, H, W = 20, 48, 64
