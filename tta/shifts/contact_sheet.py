@@ -1,0 +1,194 @@
+"""Contact sheet of the video shifts: one PNG per dataset, a frame of every shift at severities 1, 3, 5.
+
+``python -m tta.shifts.contact_sheet data=synth out=docs/shifts/`` writes ``docs/shifts/synth.png``, like the
+MLVP paper's Figs. 14-16: one row per registered video shift (:func:`tta.shifts.video_shift_names`, so new shifts
+appear without changing this file), a clean column, then one column per severity; each cell is the middle frame of
+the same test video. Every cell goes through the same frame path as a run (spec/mlvp.md §2.2): group-A shifts get
+the clip's uniform native frames; group-B shifts get every decoded frame of the video and the uniform frame rule
+is applied to what they return. Seeds are :func:`tta.shifts.item_seed` of (seed, video id, shift, severity), as in
+a run. A shift that cannot run without extra context (e.g. a donor pool or object boxes) gets a grey
+``n/a (...)`` cell carrying the start of its error message; the log lists them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from tta.data.frames import uniform_frame_indices
+from tta.data.transforms import pad_frames
+from tta.data.video import read_frames, video_frame_count
+from tta.shifts import item_seed, perturb_video, video_shift_names
+from tta.shifts.registry import get_shift
+from tta.utils.io import atomic_write_bytes
+
+log = logging.getLogger(__name__)
+
+LABEL_WIDTH = 230
+HEADER_HEIGHT = 28
+GAP = 4
+MAX_CELL_WIDTH = 256
+
+
+@dataclass
+class ContactSheet:
+    """The rendered sheet and what could not be shown."""
+
+    image: object  # PIL.Image.Image
+    rows: list[str]
+    unavailable: dict[tuple[str, int], str] = field(default_factory=dict)  # (shift, severity) -> reason
+
+
+def shift_cell(name: str, severity: int, sampled: torch.Tensor, whole: torch.Tensor | None, seed: int,
+               num_frames: int) -> np.ndarray:
+    """The middle frame of the clip a run would see under (shift, severity): uint8 (H, W, 3).
+
+    Args:
+        name: a registered video shift.
+        severity: its severity.
+        sampled: uint8 (num_frames, H, W, 3), the clip's uniform native frames (group A input).
+        whole: uint8 (N, H, W, 3), every decoded frame (group B input); required for group-B shifts.
+        seed: the item seed.
+        num_frames: frames per clip (12 in the protocol).
+    """
+    info = get_shift(name)
+    if info.group == "B":
+        if whole is None:
+            raise ValueError(f"{name} is a group-B shift and needs every decoded frame of the video")
+        out = perturb_video(whole, name, severity, seed)
+        out = pad_frames(out[uniform_frame_indices(out.shape[0], num_frames)], num_frames)
+    else:
+        out = perturb_video(sampled, name, severity, seed)
+        if out.shape[0] != num_frames:  # a shift that changes time: the uniform rule on its output
+            out = pad_frames(out[uniform_frame_indices(out.shape[0], num_frames)], num_frames)
+    return out[out.shape[0] // 2].cpu().numpy()
+
+
+def _fit(frame: np.ndarray, width: int):
+    from PIL import Image
+
+    img = Image.fromarray(frame)
+    height = max(1, round(frame.shape[0] * width / frame.shape[1]))
+    return img.resize((width, height), Image.BILINEAR)
+
+
+def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = None,
+                 severities: Sequence[int] = (1, 3, 5), seed: int = 42, num_frames: int = 12,
+                 cell_width: int | None = None, title: str = "") -> ContactSheet:
+    """Render the contact sheet of one video.
+
+    Args:
+        video_path: the video file.
+        video_id: its id (part of each cell's seed).
+        names: shifts to show (default: every registered video shift, in registration order).
+        severities: one column each, after the clean column.
+        seed: base seed of :func:`tta.shifts.item_seed`.
+        num_frames: frames per clip.
+        cell_width: width of a cell in pixels (height follows the video's aspect ratio); ``None`` = the video's
+            own width, at most :data:`MAX_CELL_WIDTH`.
+        title: text of the top-left header cell.
+
+    Returns:
+        A :class:`ContactSheet`.
+    """
+    from PIL import Image, ImageDraw, ImageFont
+
+    names = list(video_shift_names() if names is None else names)
+    if not names:
+        raise ValueError("no video shift is registered; nothing to draw")
+    count = video_frame_count(video_path)
+    sampled = pad_frames(read_frames(video_path, uniform_frame_indices(count, num_frames)), num_frames)
+    needs_whole = any(get_shift(n).group == "B" for n in names)
+    whole = read_frames(video_path, indices=range(count), strict=False) if needs_whole else None
+    if cell_width is None:
+        cell_width = min(int(sampled.shape[2]), MAX_CELL_WIDTH)
+    if cell_width < 32:
+        raise ValueError(f"cell_width must be at least 32 pixels, got {cell_width}")
+    clean = _fit(sampled[num_frames // 2].numpy(), cell_width)
+    cell_h = clean.height
+    font = ImageFont.load_default(size=13)
+    small = ImageFont.load_default(size=11)
+    cols = 1 + len(severities)
+    sheet = Image.new("RGB", (LABEL_WIDTH + cols * (cell_width + GAP), HEADER_HEIGHT + len(names) * (cell_h + GAP)),
+                      "white")
+    draw = ImageDraw.Draw(sheet)
+    draw.text((4, 6), title, fill="black", font=font)
+    for c, label in enumerate(["clean"] + [f"severity {s}" for s in severities]):
+        draw.text((LABEL_WIDTH + c * (cell_width + GAP) + 4, 6), label, fill="black", font=font)
+    result = ContactSheet(sheet, names)
+    for r, name in enumerate(names):
+        y = HEADER_HEIGHT + r * (cell_h + GAP)
+        info = get_shift(name)
+        draw.text((4, y + cell_h // 2 - 16), name, fill="black", font=font)
+        draw.text((4, y + cell_h // 2 + 2), f"group {info.group}, {info.level}", fill="dimgray", font=small)
+        sheet.paste(clean, (LABEL_WIDTH, y))
+        for c, severity in enumerate(severities, start=1):
+            x = LABEL_WIDTH + c * (cell_width + GAP)
+            if severity not in info.severities:
+                reason = f"no severity {severity}"
+            else:
+                try:
+                    frame = shift_cell(name, severity, sampled, whole,
+                                       item_seed(seed, video_id, name, severity), num_frames)
+                    sheet.paste(_fit(frame, cell_width).resize((cell_width, cell_h)), (x, y))
+                    continue
+                except Exception as err:  # noqa: BLE001 - a cell that cannot run is shown, never fatal
+                    reason = f"{type(err).__name__}: {err}".splitlines()[0]
+            result.unavailable[(name, severity)] = reason
+            log.warning("contact sheet: %s severity %d not shown (%s)", name, severity, reason)
+            draw.rectangle((x, y, x + cell_width - 1, y + cell_h - 1), fill=(200, 200, 200))
+            lines = textwrap.wrap(f"n/a ({reason})", width=max(8, cell_width // 7))[: max(1, cell_h // 13)]
+            draw.multiline_text((x + 4, y + 4), "\n".join(lines), fill="black", font=small)
+    return result
+
+
+def write_png(image, path: str | Path) -> Path:
+    """Write a PIL image as PNG atomically."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", optimize=True)
+    path = atomic_write_bytes(path, buf.getvalue())
+    path.chmod(0o644)  # a docs asset, readable like any checked-in file
+    return path
+
+
+def run_contact_sheet(cfg: DictConfig) -> Path:
+    """Render ``<cfg.out>/<data.name>.png`` for the ``cfg.video_index``-th pair of split ``cfg.split``."""
+    from tta.data.registry import load_pairs
+    from tta.utils.paths import cache_root
+
+    for module in cfg.get("plugins") or []:
+        importlib.import_module(module)
+    pairs = load_pairs(cfg.data, cfg.split, cache_root(cfg.paths.cache_dir))
+    if not pairs:
+        raise ValueError(f"split {cfg.split!r} of data={cfg.data.name} is empty")
+    if not 0 <= cfg.video_index < len(pairs):
+        raise ValueError(f"video_index={cfg.video_index} is out of range: split {cfg.split!r} of data={cfg.data.name} "
+                         f"has {len(pairs)} pairs")
+    pair = pairs[cfg.video_index]
+    names = list(cfg.shifts) if cfg.get("shifts") else None
+    sheet = render_sheet(pair.video_path, pair.video_id, names, tuple(cfg.severities), int(cfg.seed),
+                         int(cfg.data.num_frames), None if cfg.cell_width is None else int(cfg.cell_width),
+                         title=f"{cfg.data.name}: {pair.video_id}")
+    path = write_png(sheet.image, Path(cfg.out) / f"{cfg.data.name}.png")
+    log.info("wrote %s (%d shifts x %d severities; %d cells n/a)", path, len(sheet.rows), len(cfg.severities),
+             len(sheet.unavailable))
+    return path
+
+
+@hydra.main(config_path="../../conf", config_name="contact_sheet", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    run_contact_sheet(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Noise and blur perturbations of Schiappa et al. (NeurIPS 2022 D&B, Sec. 3.1) not in MLVP: shot noise, speckle
+noise and zoom blur (ImageNet-C formulas, Hendrycks & Dietterich 2019, applied frame by frame).
+
+Sec. 3.1: "we extend image-based perturbations from [ImageNet-C] to videos"; Noise = {impulse, gaussian, shot,
+speckle}, Blur = {zoom, defocus, motion}, applied frame by frame. Gaussian, impulse, defocus and motion blur are the
+MLVP shifts; the three below complete the suite. Severity scales (``scale: schiappa``, default) are those of the
+authors' generator (``generate_noisy_videos.py``, Maddy12/VideoLanguageModelRobustness); ``scale: imagenet_c`` uses
+ImageNet-C's 224-pixel table instead (as in the ``imagecorruptions`` package):
+
+============= ======================================== ======================================= ==================
+shift         schiappa (default)                       imagenet_c                              formula, x in [0,1]
+============= ======================================== ======================================= ==================
+shot_noise    c = 250, 100, 50, 30, 15                 c = 60, 25, 12, 5, 3                    Poisson(x·c) / c
+speckle_noise σ = 0.15, 0.20, 0.25, 0.30, 0.35         σ = 0.15, 0.20, 0.35, 0.45, 0.60        x + x·N(0, σ²)
+zoom_blur     zooms np.arange(1, z_max, step): (1.11, 0.01), (1.16, 0.01), (1.21, 0.02), (1.26, 0.02), (1.31, 0.03)
+============= ======================================== ======================================= ==================
+
+Zoom blur averages the frame with its centre crops of size ceil(H/z) × ceil(W/z), each upsampled by z (bilinear,
+corner-aligned: SciPy ``zoom(order=1)``) and centre-trimmed to H × W; the zoom lists are the same in both tables
+(NumPy's arange gives 12, 16, 11, 13 and 11 factors). Output: trunc(255·clip(y, 0, 1)).
+
+Temporal mode: the authors' code draws a fresh noise field for every frame (``iid``, default). ``static`` (speckle
+only) draws one N(0, σ²) field per video, as MLVP does for its Gaussian noise; Poisson noise depends on the pixel
+value, so shot noise has no static form. All frames are processed at once as (T, H, W, 3) tensors. Group A.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from tta.shifts.registry import register_video_shift
+
+SHOT_RATE = {"schiappa": (250, 100, 50, 30, 15), "imagenet_c": (60, 25, 12, 5, 3)}
+SPECKLE_SIGMA = {"schiappa": (0.15, 0.20, 0.25, 0.30, 0.35), "imagenet_c": (0.15, 0.20, 0.35, 0.45, 0.60)}
+ZOOM_RANGES = ((1.11, 0.01), (1.16, 0.01), (1.21, 0.02), (1.26, 0.02), (1.31, 0.03))
+
+
+def _table(table: dict, scale: str, severity: int):
+    if scale not in table:
+        raise ValueError(f"scale must be one of {sorted(table)}, got {scale!r}")
+    return table[scale][severity - 1]
+
+
+def _to_uint8(x: torch.Tensor) -> torch.Tensor:
+    """[0,1] float -> uint8 by truncation, as ``np.uint8(np.clip(x, 0, 1) * 255)`` in the reference code."""
+    return (x.clamp(0.0, 1.0) * 255.0).to(torch.uint8)
+
+
+@register_video_shift("schiappa_shot_noise", level="low")
+def shot_noise(frames: torch.Tensor, severity: int, generator: torch.Generator, scale: str = "schiappa",
+               temporal_mode: str = "iid") -> torch.Tensor:
+    """Poisson (photon) noise: y = Poisson(x·c)/c, per pixel and frame. uint8 (T, H, W, 3) -> same shape."""
+    if temporal_mode != "iid":
+        raise ValueError(f"schiappa_shot_noise supports temporal_mode 'iid' only (Poisson noise depends on the "
+                         f"pixel value, so there is no single field to repeat), got {temporal_mode!r}")
+    c = float(_table(SHOT_RATE, scale, severity))
+    rate = frames.cpu().to(torch.float32) / 255.0 * c
+    counts = torch.poisson(rate, generator=generator)
+    return _to_uint8(counts / c).to(frames.device)
+
+
+@register_video_shift("schiappa_speckle_noise", level="low")
+def speckle_noise(frames: torch.Tensor, severity: int, generator: torch.Generator, scale: str = "schiappa",
+                  temporal_mode: str = "iid") -> torch.Tensor:
+    """Multiplicative noise: y = x + x·N(0, σ²). uint8 (T, H, W, 3) -> same shape.
+
+    ``temporal_mode``: ``iid`` (a new field per frame, the authors' code) or ``static`` (one field per video).
+    """
+    sigma = _table(SPECKLE_SIGMA, scale, severity)
+    t, h, w, c = frames.shape
+    if temporal_mode == "iid":
+        shape = (t, h, w, c)
+    elif temporal_mode == "static":
+        shape = (1, h, w, c)
+    else:
+        raise ValueError(f"temporal_mode must be iid or static, got {temporal_mode!r}")
+    noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(frames.device) * sigma
+    x = frames.to(torch.float32) / 255.0
+    return _to_uint8(x + x * noise)
+
+
+def zoom_factors(severity: int) -> list[float]:
+    """The zoom factors of one severity, exactly as ``np.arange(1, z_max, step)`` computes them."""
+    stop, step = ZOOM_RANGES[severity - 1]
+    return [float(z) for z in np.arange(1, stop, step)]
+
+
+def clipped_zoom(x: torch.Tensor, zoom: float) -> torch.Tensor:
+    """Centre crop of ceil(H/z) × ceil(W/z), upsampled by z (corner-aligned bilinear), centre-trimmed to H × W.
+
+    x: float (T, 3, H, W) -> float (T, 3, H, W). Matches SciPy ``zoom(order=1)`` on the crop (ImageNet-C).
+    """
+    h, w = x.shape[-2:]
+    ch, cw = math.ceil(h / zoom), math.ceil(w / zoom)
+    top, left = (h - ch) // 2, (w - cw) // 2
+    crop = x[..., top:top + ch, left:left + cw]
+    oh, ow = round(ch * zoom), round(cw * zoom)  # SciPy's output shape
+    up = F.interpolate(crop, size=(oh, ow), mode="bilinear", align_corners=True) if (oh, ow) != (ch, cw) else crop
+    th, tw = (oh - h) // 2, (ow - w) // 2
+    return up[..., th:th + h, tw:tw + w]
+
+
+@register_video_shift("schiappa_zoom_blur", level="mid")
+def zoom_blur(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
+    """Zoom blur: mean of the frame and its clipped zooms. uint8 (T, H, W, 3) -> same shape; deterministic."""
+    x = frames.permute(0, 3, 1, 2).to(torch.float32) / 255.0
+    zooms = zoom_factors(severity)
+    acc = x.clone()
+    for z in zooms:
+        acc += clipped_zoom(x, z)
+    y = acc / (len(zooms) + 1)
+    return _to_uint8(y).permute(0, 2, 3, 1).contiguous()
