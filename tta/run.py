@@ -39,8 +39,10 @@ from tta.utils.loggers import BatchRows, build_logger
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
 from tta.utils.seeding import seed_everything
+from tta.utils.sweep import register_resolvers
 
 log = logging.getLogger("tta.run")
+register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directories)
 
 
 def _gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftSpec, n: int) -> str:

@@ -49,3 +49,28 @@ class SweepLines(Callback):
         (job_dir / "error.txt").write_text(text)
         log.error("job %s FAILED  %s  |  %s: %s (traceback in %s)", num, name, type(err).__name__, err,
                   job_dir / "error.txt")
+
+
+def job_dirname(override_dirname: str, identity: str = "", max_len: int = 100) -> str:
+    """A job's directory name in a sweep, stable across re-runs of the sweep.
+
+    Its overrides (``adapter=tcr,shift=fog``) when they are short; otherwise the run's identity
+    (``<model>_<adapter>_<shift>_s<severity>_seed<seed>``) and a hash of all its overrides, so the name stays
+    readable, unique and within file-name limits. Path separators become ``_``. Registered as the resolver
+    ``${tta_dirname:<override_dirname>,<identity>}``.
+    """
+    import hashlib
+
+    name = (override_dirname or "default").replace("/", "_").replace("\\", "_")
+    if len(name) <= max_len:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    prefix = (identity or name[: max_len - 11]).replace("/", "_").replace("\\", "_")
+    return f"{prefix}-{digest}"
+
+
+def register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("tta_dirname"):
+        OmegaConf.register_new_resolver("tta_dirname", job_dirname)

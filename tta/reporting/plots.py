@@ -1,0 +1,98 @@
+"""Report figures (matplotlib, Agg): k-occurrence histograms per adapter (HAT-VTR Fig. 2), similarity heatmaps of
+the first queries (Fig. 9) and R@1 against severity per shift (Fig. 13). Each function writes one PNG and returns
+its path; the data come from the files every run writes (k_occurrence.json, sims_head.pt, results.json)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError("tta.report's plots need matplotlib: pip install 'tta[report]' (or matplotlib)") from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _grid(n: int, plt, size: float = 3.0):
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, size * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, list(axes.flat)
+
+
+def kocc_histograms(runs: pd.DataFrame, out: Path, title: str) -> Path | None:
+    """One panel per run (typically the adapters of one shift): the histogram of N_15 (k-occurrence, k = 15)."""
+    plt = _pyplot()
+    runs = runs[[Path(d, "k_occurrence.json").exists() for d in runs["dir"]]]
+    if runs.empty:
+        return None
+    fig, axes = _grid(len(runs), plt)
+    for ax, (_, r) in zip(axes, runs.iterrows(), strict=False):
+        occ = json.loads(Path(r["dir"], "k_occurrence.json").read_text())
+        counts = occ["counts"]
+        ax.hist(counts, bins=range(0, max(counts) + 2), color="tab:blue")
+        ax.set_title(f"{r['model']} + {r['adapter']}\nskew {r['skewness']:.2f}, R@1 {r['R@1']:.1f}", fontsize=8)
+        ax.set_xlabel(f"N_{occ['k']}", fontsize=8)
+        ax.set_yscale("log")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def sims_heatmaps(runs: pd.DataFrame, out: Path, title: str) -> Path | None:
+    """One panel per run: the first N x N block of its scores (sims_head.pt); a diagonal = correct retrievals."""
+    import torch
+
+    plt = _pyplot()
+    runs = runs[[Path(d, "sims_head.pt").exists() for d in runs["dir"]]]
+    if runs.empty:
+        return None
+    fig, axes = _grid(len(runs), plt)
+    for ax, (_, r) in zip(axes, runs.iterrows(), strict=False):
+        sims = torch.load(Path(r["dir"], "sims_head.pt")).float().numpy()
+        ax.imshow(sims, cmap="viridis", interpolation="nearest")
+        ax.set_title(f"{r['model']} + {r['adapter']}", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title + " (first queries x first gallery items)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def severity_curves(df: pd.DataFrame, out: Path, title: str, metric: str = "R@1") -> Path | None:
+    """One panel per shift with several severities: ``metric`` against severity, a line per (model, adapter)."""
+    plt = _pyplot()
+    shifts = [s for s, part in df.groupby("shift") if part["severity"].nunique() > 1]
+    if not shifts:
+        return None
+    fig, axes = _grid(len(shifts), plt)
+    for ax, shift in zip(axes, shifts, strict=False):
+        part = df[df["shift"] == shift].groupby(["model", "adapter", "severity"])[metric].mean().reset_index()
+        for (model, adapter), line in part.groupby(["model", "adapter"]):
+            ax.plot(line["severity"], line[metric], marker="o", label=f"{model}+{adapter}")
+        ax.set_title(shift, fontsize=8)
+        ax.set_xlabel("severity", fontsize=8)
+        ax.set_ylabel(metric, fontsize=8)
+        ax.legend(fontsize=6)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
