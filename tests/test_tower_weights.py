@@ -74,6 +74,11 @@ def test_weight_files_unwrap(tmp_path):
                        state["visual.proj"])
     with pytest.raises(ValueError, match="holds no tensors"):
         unwrap_state_dict({"epoch": 3})
+    # OpenAI's official ViT-B-32.pt is a TorchScript archive: read as its state dict
+    lin = torch.nn.Linear(3, 2)
+    torch.jit.script(lin).save(str(tmp_path / "jit.pt"))
+    jit = read_weights(tmp_path / "jit.pt")
+    assert jit.keys() == {"weight", "bias"} and torch.equal(jit["weight"], lin.weight.detach())
 
 
 def test_pretrained_tags_and_quick_gelu(monkeypatch):
