@@ -18,7 +18,7 @@ from tta.models.checkpoint import load_checkpoint
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import EMBEDDED, TowerConfig
 
-TOWER_KEYS = ("arch", "pretrained", "embed_dim", "context_length", "vision", "text_proj")
+TOWER_KEYS = ("arch", "pretrained", "embed_dim", "context_length", "vision", "text_proj", "quick_gelu", "clip_cfg")
 
 
 def tower_config(model_cfg: DictConfig) -> TowerConfig:

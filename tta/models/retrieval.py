@@ -39,7 +39,9 @@ class RetrievalModel(nn.Module):
         self.tower_cfg = tower
         self.head_name = head
         self.clip = build_clip(tower)
-        self.pool = XPoolHead(tower.embed_dim, xpool_dropout) if head == "xpool" else None
+        # the head's width is the towers' output width (512 for ViT-B-32, whatever tower.embed_dim says)
+        width = int(getattr(self.clip.visual, "output_dim", None) or tower.embed_dim)
+        self.pool = XPoolHead(width, xpool_dropout) if head == "xpool" else None
         self._tokenizer: Tokenizer | None = None
 
     # ----------------------------------------------------------------------------------------------- config

