@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -c "import torch, torchvision" 2>/dev/null || $(VENV)/bin/python -m pip install -q $(TORCH_SPEC)
-	$(VENV)/bin/python -m pip install -q -e ".[dev,text]"
+	$(VENV)/bin/python -m pip install -q -e ".[dev,text,report,slurm]"
 	touch $@
 
 setup: $(VENV)/.installed

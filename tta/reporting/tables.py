@@ -31,7 +31,7 @@ class Table:
         head = "| model | adapter | " + " | ".join(c[1] for c in cols) + " |"
         levels, prev = [], None
         for lv, _ in cols:
-            levels.append(f"*{lv}*" if lv != prev else "")
+            levels.append(f"*{lv}*" if lv != prev and lv else "")
             prev = lv
         lines = [f"**{self.title}** ({self.metric}, mean of {self.seeds} seed(s))", "", head,
                  "|" + "---|" * (len(cols) + 2), "| | | " + " | ".join(levels) + " |"]
@@ -108,7 +108,8 @@ def robustness_table(df: pd.DataFrame, metric: str = "R@1") -> tuple[pd.DataFram
                 continue
             clean = float(ref.mean())
             shifted = mpart[mpart["shift"] != "clean"]
-            for adapter, apart in shifted.groupby("adapter", sort=False):
+            for _, adapter, apart in sorted(((g["adapter_rank"].iloc[0], a, g) for a, g in shifted.groupby("adapter")),
+                                            key=lambda t: (t[0], t[1])):
                 values = apart.groupby(["shift", "severity"])[metric].mean()
                 rows.append({"data": key[0], "task": key[1], "scenario": key[2], "model": model, "adapter": adapter,
                              "clean_source": clean, "mean_shifted": float(values.mean()),

@@ -1,0 +1,187 @@
+"""Sweeps, loggers and reports (issue: sweeps, dashboards and reports).
+
+A real multirun of the CLI with hydra-submitit-launcher's local launcher over 3 adapters x 2 shifts on the tiny
+embedded benchmark; the report built from it; re-running the sweep skips finished jobs; a failing job keeps the
+others' results; the CSV and W&B (offline) loggers; the analysis notebook executed on the sweep.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tiny_overrides
+from tests.wandb_offline import summarize
+from tta.report import build_report, main as report_main
+from tta.run import run
+from tta.utils.config import compose
+from tta.utils.sweep import job_dirname
+
+ROOT = Path(__file__).resolve().parents[1]
+ADAPTERS = ("source", "tent", "hsm")
+SHIFTS = ("clean", "gaussian")
+
+
+def _multirun(cache, sweep_dir, *args, launcher="submitit_local"):
+    cmd = [sys.executable, "-m", "tta.run", "-m", f"hydra/launcher={launcher}", *tiny_overrides(cache),
+           f"hydra.sweep.dir={sweep_dir}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def sweep(tiny_cache, tmp_path_factory):
+    sweep_dir = tmp_path_factory.mktemp("sweep")
+    out = _multirun(tiny_cache, sweep_dir, f"adapter={','.join(ADAPTERS)}", f"shift={','.join(SHIFTS)}",
+                    "shift.severity=5")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    return sweep_dir, out
+
+
+@pytest.mark.slow
+def test_sweep_writes_one_result_per_job_and_a_line_per_job(sweep):
+    sweep_dir, out = sweep
+    results = sorted(sweep_dir.rglob("results.json"))
+    assert len(results) == len(ADAPTERS) * len(SHIFTS)
+    combos = {(json.loads(f.read_text())["adapter"], json.loads(f.read_text())["shift"]) for f in results}
+    assert combos == {(a, s) for a in ADAPTERS for s in SHIFTS}
+    logs = "".join(p.read_text() for p in sweep_dir.rglob("*_log.*"))  # submitit job logs
+    assert logs.count("OK ") == len(ADAPTERS) * len(SHIFTS)
+    for f in results:
+        assert (f.parent / "sims_head.pt").exists() and (f.parent / "k_occurrence.json").exists()
+
+
+@pytest.mark.slow
+def test_report_tables_equal_results_and_has_plots_and_html(sweep, tmp_path):
+    sweep_dir, _ = sweep
+    rep = build_report(sweep_dir, tmp_path / "report")
+    [table] = rep["tables"]
+    frame = table.frame
+    for f in sweep_dir.rglob("results.json"):
+        res = json.loads(f.read_text())
+        level = "clean" if res["shift"] == "clean" else "low"
+        assert frame.loc[(res["model"], res["adapter"]), (level, res["shift"])] == pytest.approx(res["retrieval"]["R@1"])
+        src = json.loads(f.read_text())
+        assert src["hubness"]["skewness"] >= -10
+    for adapter in ADAPTERS:  # Avg over the shifted columns only (clean is not averaged)
+        assert frame.loc[("clip4clip", adapter), ("", "Avg")] == pytest.approx(frame.loc[("clip4clip", adapter),
+                                                                                         ("low", "gaussian")])
+    md = (tmp_path / "report" / "tables.md").read_text()
+    assert "| clip4clip | hatvtr |" not in md and "| clip4clip | tent |" in md
+    assert md.index("| clip4clip | source |") < md.index("| clip4clip | tent |") < md.index("| clip4clip | hsm |")
+    assert r"\begin{tabular}" in (tmp_path / "report" / "tables.tex").read_text()
+    assert "low/gaussian" in (tmp_path / "report" / "tables.csv").read_text()
+    rob = rep["robustness"]
+    src_clean = frame.loc[("clip4clip", "source"), ("clean", "clean")]
+    tent = rob[rob["adapter"] == "tent"].iloc[0]
+    assert tent["clean_source"] == pytest.approx(src_clean)
+    assert tent["relative_robustness"] == pytest.approx(1 - (src_clean - frame.loc[("clip4clip", "tent"),
+                                                                                    ("low", "gaussian")]) / src_clean)
+    names = {p.name.split("_")[0] for p in rep["figures"]}
+    assert {"kocc", "sims"} <= names
+    page = rep["html"].read_text()
+    assert page.count("data:image/png;base64,") == len(rep["figures"]) and "<table>" in page
+    assert report_main([str(sweep_dir), "--out", str(tmp_path / "cli")]) == 0
+    assert (tmp_path / "cli" / "index.html").exists()
+
+
+@pytest.mark.slow
+def test_rerunning_a_sweep_skips_complete_jobs_and_failures_do_not_lose_results(sweep, tiny_cache, tmp_path):
+    sweep_dir, _ = sweep
+    stamps = {f: f.stat().st_mtime_ns for f in sweep_dir.rglob("results.json")}
+    again = _multirun(tiny_cache, sweep_dir, f"adapter={','.join(ADAPTERS)}", f"shift={','.join(SHIFTS)}",
+                      "shift.severity=5", launcher="local")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {f: f.stat().st_mtime_ns for f in sweep_dir.rglob("results.json")} == stamps
+    assert (again.stdout + again.stderr).count("already holds the complete results") == len(stamps)
+    # a sweep with one failing job (severity 9 does not exist): the other job's results survive
+    bad_dir = tmp_path / "bad"
+    bad = _multirun(tiny_cache, bad_dir, "adapter=source", "shift=gaussian", "shift.severity=5,9", launcher="local")
+    assert bad.returncode != 0
+    assert len(list(bad_dir.rglob("results.json"))) == 1
+    [err] = list(bad_dir.rglob("error.txt"))
+    assert "severity 9 is out of range" in err.read_text()
+    assert "FAILED" in bad.stdout + bad.stderr
+    rep = build_report(bad_dir, tmp_path / "bad-report")
+    assert len(rep["failures"]) == 1 and "Failed jobs" in rep["html"].read_text()
+
+
+def test_job_dirnames_are_stable_short_and_unique():
+    assert job_dirname("adapter=tcr,shift=fog") == "adapter=tcr,shift=fog"
+    long_a, long_b = "x" * 300 + "a", "x" * 300 + "b"
+    a, b = job_dirname(long_a, "clip4clip_tcr_fog_s5_seed42"), job_dirname(long_b, "clip4clip_tcr_fog_s5_seed42")
+    assert a != b and a.startswith("clip4clip_tcr_fog_s5_seed42-") and len(a) < 100
+    assert job_dirname(long_a, "id") == job_dirname(long_a, "id")
+    assert "/" not in job_dirname("paths.cache_dir=/tmp/x")
+
+
+def test_csv_logger_rows_match_the_history(tiny_cache, tmp_path):
+    res = run(compose("run", tiny_overrides(tiny_cache, "logger=csv", "adapter=tent", "shift=gaussian")), tmp_path)
+    rows = list(csv.DictReader((tmp_path / "batches.csv").open()))
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert [int(r["batch"]) for r in rows] == [h["batch"] for h in history] == [0, 1, 2]
+    assert [float(r["running_r1"]) for r in rows] == pytest.approx([h["running_r1"] for h in history])
+    assert float(rows[-1]["running_r1"]) == pytest.approx(res["retrieval"]["R@1"])
+    assert all(float(r["loss"]) > 0 for r in rows)  # Tent's entropy
+    summary = list(csv.DictReader((tmp_path / "summary.csv").open()))[0]
+    assert float(summary["R@1"]) == pytest.approx(res["retrieval"]["R@1"])
+
+
+def test_wandb_offline_run_has_config_history_and_summary(tiny_cache, tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: mode=auto must choose offline
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    res = run(compose("run", tiny_overrides(tiny_cache, "logger=wandb", "adapter=hatvtr", "shift=gaussian",
+                                            "shift.severity=5")), tmp_path)
+    [file] = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    rec = summarize(file)
+    assert rec["run"]["group"] == "synth-v2t-gaussian-s5" and rec["run"]["name"] == "hatvtr-clip4clip-seed42"
+    assert rec["config"]["adapter"]["name"] == "hatvtr" and rec["config"]["seed"] == 42
+    batches = [h for h in rec["history"] if "stream/running_r1" in h]
+    assert len(batches) == 3
+    assert batches[-1]["stream/running_r1"] == pytest.approx(res["retrieval"]["R@1"])
+    assert all("stream/running_skewness" in h and "stream/loss" in h for h in batches)
+    assert all(0 <= h["stream/selected_frac"] <= 1 for h in batches if "stream/selected_frac" in h)
+    assert rec["summary"]["retrieval/R@1"] == pytest.approx(res["retrieval"]["R@1"])
+    assert rec["summary"]["hubness/skewness"] == pytest.approx(res["hubness"]["skewness"])
+    assert any(k.startswith("summary_table") for k in rec["summary"])
+    assert rec["exit_code"] == 0
+
+
+def test_wandb_finishes_when_the_run_fails(tiny_cache, tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    from tta.adapters.base import OnlineAdapter
+
+    def boom(self, batch, batch_idx):
+        raise RuntimeError("adapter exploded")
+
+    monkeypatch.setattr(OnlineAdapter, "test_step", boom)
+    with pytest.raises(RuntimeError, match="adapter exploded"):
+        run(compose("run", tiny_overrides(tiny_cache, "logger=wandb")), tmp_path)
+    [file] = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    rec = summarize(file)
+    assert rec["run"]["name"] == "source-clip4clip-seed42"
+    assert rec["exit_code"] == 1  # finished and marked failed, not left open
+
+
+@pytest.mark.slow
+def test_analysis_notebook_runs_on_the_sweep(sweep, tmp_path):
+    nbformat = pytest.importorskip("nbformat", reason="the notebook test needs the 'report' extra (nbformat)")
+    from nbclient import NotebookClient
+
+    sweep_dir, _ = sweep
+    nb = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
+    env = {"TTA_SWEEP_DIR": str(sweep_dir), "TTA_REPORT_OUT": str(tmp_path)}
+    os.environ.update(env)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    md = (tmp_path / "notebook_table.md").read_text()
+    assert "| clip4clip | source |" in md and md in outputs
+    assert (tmp_path / "notebook_kocc.png").exists()
