@@ -18,7 +18,8 @@ import pytest
 
 from tests.conftest import tiny_overrides
 from tests.wandb_offline import summarize
-from tta.report import build_report, main as report_main
+from tta.report import build_report
+from tta.report import main as report_main
 from tta.run import run
 from tta.utils.config import compose
 from tta.utils.sweep import job_dirname

@@ -15,7 +15,14 @@ log = logging.getLogger("tta.progress")
 def progress_iter(it: Iterable[T], total: int | None, description: str, log_every_s: float = 15.0) -> Iterator[T]:
     """Yield from ``it`` while showing progress: a rich bar on a TTY, otherwise a log line every ``log_every_s``."""
     if sys.stderr.isatty():
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TimeRemainingColumn())
