@@ -85,7 +85,8 @@ def _versions() -> dict[str, str]:
             "open_clip": open_clip.__version__}
 
 
-_NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save")
+_NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every")
+RESUME_FILE = "resume.pt"
 
 
 def complete_results(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
@@ -103,13 +104,34 @@ def complete_results(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         log.warning("%s is unreadable; the run is repeated", file)
         return None
-    mine = OmegaConf.to_container(cfg, resolve=True)
-    theirs = previous.get("config") or {}
-    if {k: v for k, v in mine.items() if k not in _NOT_IDENTITY} != \
-            {k: v for k, v in theirs.items() if k not in _NOT_IDENTITY}:
+    if not same_identity(previous.get("config") or {}, cfg):
         raise FileExistsError(f"{run_dir} holds the results of another configuration; give this run its own "
                               f"directory (hydra.run.dir / hydra.sweep.dir) instead of overwriting them")
     return previous
+
+
+def same_identity(stored: dict, cfg: DictConfig) -> bool:
+    """Whether a stored resolved config describes the same run as ``cfg`` (loggers, progress bars etc. aside)."""
+    mine = OmegaConf.to_container(cfg, resolve=True)
+    return {k: v for k, v in mine.items() if k not in _NOT_IDENTITY} == \
+        {k: v for k, v in stored.items() if k not in _NOT_IDENTITY}
+
+
+def _resume_point(run_dir: Path, cfg: DictConfig) -> tuple[int, dict | None]:
+    """(finished batches, adapter state) of ``run_dir/resume.pt`` when this run continues an interrupted one."""
+    file = run_dir / RESUME_FILE
+    if not cfg.get("resume", True) or not file.exists():
+        return 0, None
+    try:
+        blob = torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - a torn or foreign file must not stop the run
+        log.warning("%s is unreadable (%s); starting the stream from the beginning", file, e)
+        return 0, None
+    if not same_identity(blob.get("config") or {}, cfg):
+        raise FileExistsError(f"{file} was written by another configuration; run with resume=false to start "
+                              f"over in this directory, or give the run its own hydra.run.dir")
+    log.info("resuming from %s: %d batches already scored", file, blob["position"])
+    return int(blob["position"]), blob["adapter"]
 
 
 def train_data_config(cfg: DictConfig) -> DictConfig:
@@ -226,7 +248,20 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         from tta.data.source_split import SourceSplit
 
         adapter.source_split = SourceSplit(model, load_pairs(train_data, "train", cache), n_source, cfg.task, frames)
-    loader = DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, cfg.batch_size),
+    start_batch, state = _resume_point(run_dir, cfg)
+    if state is not None:
+        adapter._resume, adapter._batch_offset = state, start_batch
+    every = int(cfg.get("checkpoint_every", 0) or 0)
+    if every > 0:
+        config = OmegaConf.to_container(cfg, resolve=True)
+
+        def checkpoint(position: int) -> None:
+            if position % every == 0:
+                atomic_torch_save(run_dir / RESUME_FILE, {"position": position, "config": config,
+                                                          "adapter": adapter.resume_state()})
+
+        adapter.checkpoint_fn = checkpoint
+    loader = DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, cfg.batch_size, start_batch),
                         num_workers=cfg.loader_workers,
                         collate_fn=SegmentCollate(Collate(model.tokenizer if query_side == "text" else None)))
     trainer = L.Trainer(accelerator=cfg.trainer.accelerator, devices=1, inference_mode=False, logger=False,
@@ -238,12 +273,18 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     status = "failed"
     try:
         t_adapt = time.time()
-        trainer.test(adapter, dataloaders=loader, verbose=False)
+        if len(loader.batch_sampler) > 0:
+            trainer.test(adapter, dataloaders=loader, verbose=False)
+        elif state is not None:  # interrupted after its last batch, before writing results: nothing left to stream
+            adapter.setup("test")
+            adapter.load_resume_state(state)
         adapt_s = time.time() - t_adapt
         results = _score(cfg, adapter, shifts, pairs, gt, train_data, checkpoint, query_side, run_dir,
                          time_s={"total": time.time() - t_start, "adapt": adapt_s,
-                                 "per_query_ms": 1000.0 * adapt_s / max(1, len(pairs) * len(shifts))})
+                                 "per_query_ms": 1000.0 * adapt_s / max(1, len(pairs) * len(shifts)),
+                                 "resumed_at_batch": start_batch})
         logger.log_results(results)
+        (run_dir / RESUME_FILE).unlink(missing_ok=True)  # the results are complete: nothing left to resume
         status = "finished"
     finally:
         logger.finish(status)
@@ -287,6 +328,7 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
         "versions": _versions(),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
+    results["collapse"] = collapse_check(sims, float(cfg.get("collapse_share", 0.5)))
     if not single:
         results["reset_policy"] = adapter.reset_policy
         results["segments"] = per_segment
@@ -301,6 +343,21 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
     if head:  # the similarity heatmap of the report (HAT-VTR Fig. 9): first queries x first gallery items
         atomic_torch_save(run_dir / "sims_head.pt", sims[:head, :head].half().clone())
     return results
+
+
+def collapse_check(sims: torch.Tensor, share: float = 0.5) -> dict[str, Any]:
+    """Detect a collapsed model: one gallery item is the top-1 of at least ``share`` of the queries.
+
+    Returns {"top1_mode_share", "distinct_top1", "collapsed"}; a collapse is also logged as a warning.
+    """
+    top1 = sims.argmax(dim=1)
+    counts = torch.bincount(top1, minlength=sims.shape[1])
+    mode_share = float(counts.max()) / max(1, sims.shape[0])
+    collapsed = mode_share >= share and sims.shape[0] > 1
+    if collapsed:
+        log.warning("collapse: gallery item %d is the top-1 of %.0f%% of the queries; the adapted model retrieves "
+                    "one item for everything", int(counts.argmax()), 100 * mode_share)
+    return {"top1_mode_share": mode_share, "distinct_top1": int((counts > 0).sum()), "collapsed": bool(collapsed)}
 
 
 def print_results(results: dict[str, Any]) -> None:

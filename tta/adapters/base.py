@@ -38,6 +38,9 @@ from tta.models.retrieval import RetrievalModel
 log = logging.getLogger(__name__)
 
 RESET_POLICIES = ("per_shift", "episodic", "never")
+# attributes that are not the adapter's resumable state: bound inputs, the live model/optimizer, wiring
+_NOT_RESUME_STATE = frozenset({"model", "optimizer", "_snapshot", "source_split", "batch_callbacks", "gt",
+                               "checkpoint_fn", "_resume", "_batch_offset"})
 PREDICT_WITH = ("last_forward", "post_update")
 
 
@@ -106,6 +109,10 @@ class OnlineAdapter(L.LightningModule):
         self._segment: int | None = None  # the stream segment (shift) being scored
         # called with each finished BatchRecord (the runner's loggers: per-batch curves)
         self.batch_callbacks: list = []
+        # resumable runs (tta.run): called with the number of finished batches after each batch; a state to load
+        self.checkpoint_fn = None
+        self._resume: dict | None = None
+        self._batch_offset = 0  # batches finished before this process (a resumed run)
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None) -> None:
@@ -185,6 +192,56 @@ class OnlineAdapter(L.LightningModule):
 
     def on_test_start(self) -> None:
         self.prepare()
+        if self._resume is not None:  # after setup(): the optimizer exists and the snapshot holds the source weights
+            self.load_resume_state(self._resume)
+            self._resume = None
+
+    # ------------------------------------------------------------------------------------------------ resume
+    def resume_state(self) -> dict:
+        """Everything that makes the rest of the stream come out as if never interrupted.
+
+        The adapter's own attributes (all it added to a bare LightningModule: memories, EMAs, queues, running
+        means, Fisher, counters, scored rows, history, the current segment), the adapted parameters, the optimizer
+        state and the Python / NumPy / torch RNG states. The model, the gallery and the optimizer objects are
+        rebuilt by the runner; attributes that hold modules or parameters are references to them and are skipped.
+        """
+        import random
+
+        import numpy as np
+
+        attrs = {}
+        for key, value in vars(self).items():
+            if key in _lightning_attrs() or key in _NOT_RESUME_STATE or _holds_module(value):
+                continue
+            attrs[key] = value
+        return {"attrs": attrs, "params": [p.detach().clone() for p in self.params_to_adapt()],
+                "optim": self.optimizer.state_dict() if self.optimizer is not None else None,
+                "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+                        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}}
+
+    def load_resume_state(self, state: dict) -> None:
+        """Restore :meth:`resume_state` (call after :meth:`setup`, on the freshly bound source model)."""
+        import random
+
+        import numpy as np
+
+        for key, value in state["attrs"].items():
+            setattr(self, key, value)
+        params = self.params_to_adapt()
+        if len(params) != len(state["params"]):
+            raise ValueError(f"the checkpoint holds {len(state['params'])} adapted tensors, this adapter adapts "
+                             f"{len(params)}: it was written by another adapter or model")
+        with torch.no_grad():
+            for p, saved in zip(params, state["params"], strict=True):
+                p.copy_(saved)
+        if self.optimizer is not None and state["optim"] is not None:
+            self.optimizer.load_state_dict(state["optim"])
+        rng = state["rng"]
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["python"])
+        if rng.get("cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
 
     # ------------------------------------------------------------------------------------------ LN selection
     def query_layernorm_params(self) -> list[nn.Parameter]:
@@ -273,6 +330,7 @@ class OnlineAdapter(L.LightningModule):
         self._segment = segment
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
+        batch_idx += self._batch_offset
         segment = int(batch.get("segment", 0))
         if segment != self._segment:
             self.begin_segment(segment)
@@ -296,6 +354,8 @@ class OnlineAdapter(L.LightningModule):
         self.history.append(record)
         for callback in self.batch_callbacks:
             callback(record)
+        if self.checkpoint_fn is not None:
+            self.checkpoint_fn(batch_idx + 1)
         if record.losses:
             self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
         if not math.isnan(record.running_r1):
@@ -314,3 +374,22 @@ class OnlineAdapter(L.LightningModule):
         if not self.rows:
             raise RuntimeError("no batch was scored")
         return torch.cat(self.rows), torch.cat(self.indices)
+
+
+def _lightning_attrs() -> frozenset:
+    """Attribute names every LightningModule has (not adapter state)."""
+    global _LIGHTNING_ATTRS
+    if _LIGHTNING_ATTRS is None:
+        _LIGHTNING_ATTRS = frozenset(vars(L.LightningModule()))
+    return _LIGHTNING_ATTRS
+
+
+_LIGHTNING_ATTRS: frozenset | None = None
+
+
+def _holds_module(value) -> bool:
+    if isinstance(value, (nn.Module, nn.Parameter, torch.optim.Optimizer)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, (nn.Module, nn.Parameter)) for v in value)
+    return False

@@ -50,22 +50,30 @@ class SegmentedStream(Dataset):
 
 
 class SegmentBatchSampler(Sampler[list[int]]):
-    """Consecutive batches of ``batch_size`` inside each segment, the last partial batch of each segment kept."""
+    """Consecutive batches of ``batch_size`` inside each segment, the last partial batch of each segment kept.
 
-    def __init__(self, lengths: Sequence[int], batch_size: int):
+    ``start_batch`` skips the first batches (a resumed run continues at the next unscored batch).
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, start_batch: int = 0):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.lengths, self.batch_size = list(lengths), int(batch_size)
+        self.lengths, self.batch_size, self.start_batch = list(lengths), int(batch_size), int(start_batch)
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def _all(self) -> Iterator[list[int]]:
         start = 0
         for n in self.lengths:
             for b in range(0, n, self.batch_size):
                 yield list(range(start + b, start + min(n, b + self.batch_size)))
             start += n
 
+    def __iter__(self) -> Iterator[list[int]]:
+        for i, batch in enumerate(self._all()):
+            if i >= self.start_batch:
+                yield batch
+
     def __len__(self) -> int:
-        return sum(-(-n // self.batch_size) for n in self.lengths)
+        return max(0, sum(-(-n // self.batch_size) for n in self.lengths) - self.start_batch)
 
 
 class SegmentCollate:
