@@ -22,10 +22,16 @@ log = logging.getLogger(__name__)
 _VOLATILE = ("output", "progress_bar", "accelerator", "workers", "paths", "init", "eval_split", "eval_subset")
 
 
+# dataset keys that do not change what a checkpoint learns (evaluation-time choices, scenario wiring)
+_DATA_VOLATILE = ("cross_source", "root_env")
+
+
 def _recipe_key(cfg: DictConfig) -> str:
     plain = OmegaConf.to_container(cfg, resolve=True)
     for k in _VOLATILE:
         plain.pop(k, None)
+    for k in _DATA_VOLATILE:
+        (plain.get("data") or {}).pop(k, None)
     return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:10]
 
 
