@@ -186,3 +186,18 @@ def test_analysis_notebook_runs_on_the_sweep(sweep, tmp_path):
     md = (tmp_path / "notebook_table.md").read_text()
     assert "| clip4clip | source |" in md and md in outputs
     assert (tmp_path / "notebook_kocc.png").exists()
+
+
+def test_launcher_configs_and_cluster_overlay_compose():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        slurm = hydra_compose("run", ["hydra/launcher=slurm"], return_hydra_config=True)
+        local = hydra_compose("run", ["hydra/launcher=local"], return_hydra_config=True)
+    assert slurm.hydra.launcher._target_.endswith("SlurmLauncher") and slurm.hydra.launcher.gpus_per_node == 1
+    assert local.hydra.launcher._target_.endswith("BasicLauncher")
+    out = subprocess.run([sys.executable, "-m", "tta.run", "--cfg", "hydra", "--config-dir", "launch",
+                          "hydra/launcher=example_cluster"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "partition: gpu" in out.stdout and "account: my_project" in out.stdout and "SlurmLauncher" in out.stdout
