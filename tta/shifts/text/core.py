@@ -1,0 +1,103 @@
+"""Shared machinery of the text shifts (spec/text-perturbations.md §2, §6, §7).
+
+- :func:`ratio` maps a severity s to r = 0.05·s (§2).
+- :class:`TextOutcome` is one caption's result with the filter's record (tries, final cosine, changed; §6).
+- :func:`text_shift` registers a shift under the public registry (``perturb_text`` returns only the text) and
+  keeps the detailed function for :func:`perturb_text_detailed` (the caption-file CLI writes the side-car).
+- :func:`global_rng_from` runs code that uses Python's and NumPy's *global* generators (nlpaug) on a stream seeded
+  from the item's generator and restores both states afterwards, so no state leaks between captions or shifts and
+  the output does not depend on the order shifts run in (§7).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from tta.shifts.registry import check_severity, get_shift, register_text_shift
+
+CHAR_SEVERITIES = tuple(range(1, 8))  # §2: s = 1..7, r = 0.05·s
+SENTENCE_SEVERITIES = (1,)
+
+_DETAILED: dict[str, Callable[..., TextOutcome]] = {}
+_NEEDS_MODEL: set[str] = set()
+
+
+@dataclass(frozen=True)
+class TextOutcome:
+    """A perturbed caption and how it was obtained (§6: tries, final cosine, changed)."""
+
+    text: str
+    tries: int = 1
+    cosine: float | None = None  # None when the shift has no semantic filter
+    changed: bool = True
+    passed: bool = True  # False when no candidate reached the threshold (the fallback was used)
+
+
+def ratio(severity: int) -> float:
+    """r = 0.05·s (spec §2)."""
+    return 0.05 * int(severity)
+
+
+def outcome(original: str, text: str) -> TextOutcome:
+    return TextOutcome(text=text, changed=text != original)
+
+
+def text_shift(name: str, severities=CHAR_SEVERITIES, level: str = "character", needs_model: bool = False):
+    """Register ``fn(text, severity, rng, **options) -> TextOutcome`` as the text shift ``name``.
+
+    The public registry gets the ``-> str`` view; ``needs_model`` marks shifts that only run with a local model
+    path (the sentence-level originals; their rule-based approximations have their own ``*_approx`` ids).
+    """
+
+    def wrap(fn: Callable[..., TextOutcome]):
+        _DETAILED[name] = fn
+        if needs_model:
+            _NEEDS_MODEL.add(name)
+
+        def as_text(text: str, severity: int, rng: random.Random, **options) -> str:
+            return fn(text, severity, rng, **options).text
+
+        as_text.__name__ = fn.__name__
+        as_text.__doc__ = fn.__doc__
+        register_text_shift(name, severities=severities, level=level)(as_text)
+        return fn
+
+    return wrap
+
+
+def perturb_text_detailed(text: str, name: str, severity: int, seed: int, **options) -> TextOutcome:
+    """Like :func:`tta.shifts.perturb_text` (same seed, same text) but returns the :class:`TextOutcome`."""
+    info = get_shift(name)
+    if info.kind != "text":
+        raise ValueError(f"{name!r} is a {info.kind} shift, not a text shift")
+    return _DETAILED[name](text, check_severity(info, severity), random.Random(int(seed)), **options)
+
+
+def requires_model(name: str) -> bool:
+    """True for shifts that need ``model_path`` (a local translation / style model) to run."""
+    get_shift(name)
+    return name in _NEEDS_MODEL
+
+
+@contextmanager
+def global_rng_from(rng: random.Random) -> Iterator[None]:
+    """Seed Python's and NumPy's global generators from ``rng`` for the block; restore them afterwards."""
+    seed = rng.getrandbits(63)
+    py_state, np_state = random.getstate(), np.random.get_state()
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+def split_words(text: str) -> list[str]:
+    """Whitespace tokens (EDA's split; punctuation stays attached)."""
+    return text.split()
