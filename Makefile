@@ -16,7 +16,23 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e ".[dev,text,report,slurm]"
 	touch $@
 
-setup: $(VENV)/.installed
+# WordNet 3.0 for the text shifts (Debian wordnet-base + wordnet-sense-index, read by nltk; tta/shifts/text/wordnet.py).
+# Installed only when missing, as root, non-interactively; otherwise prints the command and carries on.
+WORDNET_DIR ?= /usr/share/wordnet
+wordnet:
+	@if [ -n "$$WNSEARCHDIR" ] && [ -f "$$WNSEARCHDIR/data.noun" ]; then exit 0; fi; \
+	if [ -f $(WORDNET_DIR)/data.noun ] && [ -f $(WORDNET_DIR)/index.sense ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing WordNet (Debian wordnet-base wordnet-sense-index)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wordnet-base wordnet-sense-index \
+		|| echo "WARNING: apt-get could not install wordnet-base wordnet-sense-index; the WordNet text shifts will fail"; \
+	else \
+		echo "WARNING: WordNet is missing; the WordNet text shifts (synonym_replace, word_insert, POS-based drops) need it:"; \
+		echo "  sudo apt-get install -y wordnet-base wordnet-sense-index   (or set WNSEARCHDIR to a WordNet 3.0 dict dir)"; \
+	fi
+
+setup: $(VENV)/.installed wordnet
 
 run: setup
 	$(VENV)/bin/python -m tta.run $(ARGS)
@@ -24,4 +40,4 @@ run: setup
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-.PHONY: setup run test
+.PHONY: setup run test wordnet

@@ -83,7 +83,7 @@ def back_translation(text: str, severity: int, rng: random.Random, model_path=No
 def _style(name: str) -> None:
     def fn(text: str, severity: int, rng: random.Random, model_path=None, prefix: str | None = None,
            max_length: int = 32, top_k: int = 50, top_p: float = 0.95, device: str = "cpu",
-           **options) -> TextOutcome:
+           drop_article: bool = False, **options) -> TextOutcome:  # drop_article: casual_approx only
         path = _need(name, model_path)
         filt = filter_options(options)
         if options:
