@@ -54,7 +54,8 @@ def generate(path: str, text: str, rng: random.Random, *, prefix: str = "", devi
     batch = tok([prefix + text], return_tensors="pt", truncation=True).to(model.device)
     with torch.random.fork_rng(devices=[]), torch.inference_mode():
         torch.manual_seed(rng.getrandbits(63))
-        ids = model.generate(**batch, **{k: v for k, v in gen.items() if v is not None})
+        ids = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                             **{k: v for k, v in gen.items() if v is not None})
     return tok.decode(ids[0], skip_special_tokens=True).strip()
 
 
