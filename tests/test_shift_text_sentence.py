@@ -44,7 +44,7 @@ def test_voice_rules_change_what_they_claim_and_leave_the_rest():
     """On the real captions: a changed output is the claimed rewrite (nouns kept, 'by' added/removed); an
     unchanged one matched no rule; both are round-trip consistent for simple clauses."""
     n_pass = n_act = 0
-    for cid, cap in msrvtt_captions(300):
+    for _cid, cap in msrvtt_captions(300):
         words = cap.split()
         nouns = {w for w, t in zip(words, pos_tag(words), strict=True) if t == "NOUN"}
         p = perturb_text(cap, "passive_approx", 1, 0, **NOFILTER)
