@@ -27,11 +27,12 @@ from torch.utils.data import DataLoader
 from tta.adapters.base import OnlineAdapter
 from tta.data.cache import FrameCache
 from tta.data.registry import load_pairs
-from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
+from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.metrics import hubness_metrics, k_occurrence, retrieval_metrics
 from tta.models.encode import encode_texts, encode_videos
 from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
+from tta.shifts.video.mixed import is_mixed, plan_summary
 from tta.utils.io import atomic_torch_save, atomic_write_json
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
@@ -47,27 +48,32 @@ def _gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: Shift
             ckpt.update(k.encode())
             ckpt.update(v.flatten()[:: max(1, v.numel() // 64)].float().numpy().tobytes())
     data = OmegaConf.to_container(cfg.data, resolve=True)
-    blob = json.dumps([ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, n], sort_keys=True)
+    key = [ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, n]
+    if shift.options and shift.name != "clean":  # options change a shifted gallery (clean keys stay as they were)
+        key.append([list(o) for o in shift.options])
+    blob = json.dumps(key, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
 def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSpec, frames: FrameCache,
-                   cache: Path) -> torch.Tensor:
+                   cache: Path, copy: PerturbedCopy | None = None) -> torch.Tensor:
     """Gallery features by the source model, no grad: (G, D) captions for v2t, (G, T, D) frames for t2v."""
     side = "text" if cfg.task == "v2t" else "video"
     gshift = shift if shift.kind == side else ShiftSpec()
+    gcopy = copy if shift.kind == side else None
     file = cache / "gallery" / f"{side}-{_gallery_key(model, cfg, side, gshift, len(pairs))}.pt"
-    if file.exists():
+    if file.exists() and gcopy is None:
         return torch.load(file)
     start = time.time()
     if side == "text":
-        items = TextItems(pairs, gshift)
+        items = TextItems(pairs, gshift, gcopy)
         feats = encode_texts(model, [items.text(i) for i in range(len(pairs))])
     else:
-        items = VideoItems(pairs, frames, model.image_size, gshift)
+        items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
         frames.warm([p.video_path for p in pairs], "decoding gallery videos")
         feats = encode_videos(model, items.clip, len(pairs))
-    atomic_torch_save(file, feats)
+    if gcopy is None:
+        atomic_torch_save(file, feats)
     log.info("encoded the %s gallery (%d items) in %.1f s; cached at %s", side, len(pairs), time.time() - start, file)
     return feats
 
@@ -91,7 +97,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
     shift = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed), tuple(sorted(options.items())))
     shift_kind = shift.kind  # validates the name
-    if shift_kind != "clean":
+    if shift_kind != "clean" and not is_mixed(shift.name):
         from tta.shifts.registry import check_severity, get_shift
 
         check_severity(get_shift(shift.name), shift.severity)
@@ -104,13 +110,19 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if len(pairs) == 0:
         raise ValueError("the test split is empty")
     frames = FrameCache(cache / "frames", cfg.data.num_frames)
-    gallery = encode_gallery(model, pairs, cfg, shift, frames, cache)
+    copy = PerturbedCopy(cfg.shift.from_copy, shift) if cfg.shift.get("from_copy") else None
+    if shift_kind == "video" and copy is None:  # occlusion boxes, event-insertion donor pool (spec/mlvp.md §4.9, §4.11)
+        from tta.shifts.video.resources import build_resources
+
+        shift.resources.update(build_resources(shift, model, cfg.data, pairs, frames, cache))
+    gallery = encode_gallery(model, pairs, cfg, shift, frames, cache, copy)
     query_side = "video" if cfg.task == "v2t" else "text"
+    qcopy = copy if shift_kind == query_side else None
     if query_side == "video":
         frames.warm([p.video_path for p in pairs], "decoding query videos")
-        queries = VideoItems(pairs, frames, model.image_size, shift if shift_kind == "video" else ShiftSpec())
+        queries = VideoItems(pairs, frames, model.image_size, shift if shift_kind == "video" else ShiftSpec(), qcopy)
     else:
-        queries = TextItems(pairs, shift if shift_kind == "text" else ShiftSpec())
+        queries = TextItems(pairs, shift if shift_kind == "text" else ShiftSpec(), qcopy)
     gt = torch.arange(len(pairs))
 
     adapter: OnlineAdapter = instantiate(cfg.adapter.method)
@@ -154,6 +166,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
                    "per_query_ms": 1000.0 * adapt_s / max(1, sims.shape[0])},
         "versions": _versions(),
         "config": OmegaConf.to_container(cfg, resolve=True),
+        **_shift_record(shift, pairs, copy),
     }
     atomic_write_json(run_dir / "results.json", results)
     atomic_write_json(run_dir / "history.json", [vars(r) for r in adapter.history])
@@ -162,6 +175,24 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if cfg.save.sims:
         atomic_torch_save(run_dir / "sims.pt", sims.half())
     return results
+
+
+def _shift_record(shift: ShiftSpec, pairs, copy: PerturbedCopy | None) -> dict[str, Any]:
+    """What the shift did per item: the plan of a mixed stream, the donors of event insertion, the copy used."""
+    out: dict[str, Any] = {}
+    if shift.name != "clean":
+        out["shift_options"] = dict(shift.options)
+    if copy is not None:
+        out["perturbed_copy"] = {"path": str(copy.root), "manifest": copy.manifest}
+    if is_mixed(shift.name):
+        plan = shift.plan([p.video_id for p in pairs])
+        out["shift_plan"] = {"summary": plan_summary(plan), "items": [list(x) for x in plan]}
+    pool = shift.resources.get("donor_pool")
+    if pool is not None:
+        ids = [v for v, name, _ in shift.plan([p.video_id for p in pairs]) if name == "event_insertion"]
+        out["donor_pool"] = {"size": len(pool), "query": shift.resources.get("donor_query"),
+                             "donors": pool.plan(ids, shift.resources.get("donor_query", "caption_text"))}
+    return out
 
 
 def print_results(results: dict[str, Any]) -> None:
