@@ -5,7 +5,13 @@ the video and its frame rate, encodes them single-pass with libx264 at the targe
 no CRF, GOP, maxrate or tune options; ``yuv444p``, which is ffmpeg's automatic choice for the reference code's
 BGR input), decodes the stream again and returns all decoded frames; the pipeline then takes the uniform frames
 over the decoded count (§2.1) and pads with the last frame. Everything happens in memory with PyAV (its wheel
-bundles libx264); ``threads=1`` by default for determinism. The bitrate is absolute whatever the resolution or fps,
+bundles libx264); ``threads=1`` by default.
+
+Reproducibility: with the code's rate control (mbtree, lookahead 30) x264 is **not** bit-reproducible when the
+CPU is contended, even with one thread (measured here: 6 distinct bitstreams in 25 encodes of a 176×144 clip at
+25 kbit/s while other processes ran; identical on an idle machine). ``x264_params="rc-lookahead=0:mbtree=0"``
+makes it reproducible (25/25 identical under the same load) at the price of a different rate control than the
+reference code, so it is an option, not the default. The bitrate is absolute whatever the resolution or fps,
 and very low targets overshoot on short clips: :func:`h264_roundtrip` returns the achieved bitrate, which is
 logged at debug level.
 """
@@ -29,7 +35,7 @@ DEFAULT_FPS = 30.0
 
 
 def h264_roundtrip(frames: np.ndarray, bitrate: int, fps: float, pix_fmt: str = "yuv444p", preset: str = "fast",
-                   threads: int = 1) -> tuple[np.ndarray, float]:
+                   threads: int = 1, x264_params: str = "") -> tuple[np.ndarray, float]:
     """Encode uint8 RGB (T, H, W, 3) frames with libx264 at ``bitrate`` bit/s and decode them again.
 
     Returns:
@@ -47,7 +53,8 @@ def h264_roundtrip(frames: np.ndarray, bitrate: int, fps: float, pix_fmt: str = 
         stream = out.add_stream("libx264", rate=rate)
         stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
         stream.bit_rate = int(bitrate)
-        stream.options = {"preset": preset, "threads": str(threads)}
+        stream.options = {"preset": preset, **({"x264-params": x264_params} if x264_params else {})}
+        stream.codec_context.thread_count = int(threads)
         for i, arr in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(arr), format="rgb24")
             frame.pts = i
@@ -69,7 +76,7 @@ def h264_roundtrip(frames: np.ndarray, bitrate: int, fps: float, pix_fmt: str = 
 @register_video_shift("h264_compression", level="low", group="B")
 def h264_compression(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                      pix_fmt: str = "yuv444p", threads: int = 1, preset: str = "fast",
-                     bitrates: list | tuple | None = None) -> torch.Tensor:
+                     bitrates: list | tuple | None = None, x264_params: str = "") -> torch.Tensor:
     """frames: every decoded frame, uint8 (T, H, W, 3) -> the decoded H.264 stream, uint8 (T', H, W, 3) (§4.6).
 
     ``bitrates`` replaces the severity table (e.g. the code's commented-out 1000k, 500k, 250k, 150k, 100k).
@@ -80,7 +87,8 @@ def h264_compression(frames: torch.Tensor, severity: int, generator: torch.Gener
     if fps is None:
         log.debug("h264_compression: no frame rate given; assuming %.0f fps", DEFAULT_FPS)
         fps = DEFAULT_FPS
-    out, achieved = h264_roundtrip(frames.cpu().numpy(), int(table[severity - 1]), fps, pix_fmt, preset, threads)
+    out, achieved = h264_roundtrip(frames.cpu().numpy(), int(table[severity - 1]), fps, pix_fmt, preset, threads,
+                                   x264_params)
     log.debug("h264 %s: target %d bit/s, achieved %.0f bit/s over %d frames",
               getattr(context, "video_id", "?"), table[severity - 1], achieved, len(out))
     return torch.from_numpy(out).to(frames.device)
