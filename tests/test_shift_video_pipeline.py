@@ -93,7 +93,7 @@ def test_mixed_types_clean_items_are_untouched(mp4):
 def test_perturbed_copy_checks_its_manifest(tmp_path):
     with pytest.raises(FileNotFoundError, match="tta.perturb"):
         PerturbedCopy(tmp_path)
-    (tmp_path / "manifest.json").write_text(json.dumps({"shift": "fog", "severity": 3, "seed": 42}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"shift": "fog", "severity": 3, "seed": 42, "options": {}}))
     with pytest.raises(ValueError, match="asks for"):
         PerturbedCopy(tmp_path, ShiftSpec("fog", 4, 42))
     copy = PerturbedCopy(tmp_path, ShiftSpec("fog", 3, 42))

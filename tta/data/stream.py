@@ -114,7 +114,7 @@ class PerturbedCopy:
                                     "`python -m tta.perturb` (e.g. <out>/<data>/<shift>_<severity>)")
         self.manifest = json.loads(file.read_text())
         if shift is not None:
-            want = {"shift": shift.name, "severity": shift.severity, "seed": shift.seed}
+            want = {"shift": shift.name, "severity": shift.severity, "seed": shift.seed, "options": dict(shift.options)}
             have = {k: self.manifest.get(k) for k in want}
             if have != want:
                 raise ValueError(f"perturbed copy {self.root} holds {have}, but the run asks for {want}")

@@ -72,6 +72,7 @@ def fog(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torc
     fmap = torch.from_numpy(fmap.astype(np.float32)).to(frames.device)[None, :, :, None]
     x = to_unit(frames)
     mu = x.amax(dim=(1, 2, 3), keepdim=True)
+    mu = torch.where(mu > 0, mu, torch.ones_like(mu))  # an all-black frame uses μ = 1 (§4.3)
     return to_uint8((x + c * fmap) * mu / (mu + c))
 
 
