@@ -28,11 +28,12 @@ from tta.adapters.base import RESET_POLICIES, OnlineAdapter
 from tta.data.cache import FrameCache
 from tta.data.registry import load_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
-from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
+from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.metrics import hubness_metrics, k_occurrence, retrieval_metrics
 from tta.models.encode import encode_texts, encode_videos
 from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
+from tta.shifts.video.mixed import is_mixed, plan_summary
 from tta.utils.config import compose
 from tta.utils.io import atomic_torch_save, atomic_write_json
 from tta.utils.loggers import BatchRows, build_logger
@@ -52,27 +53,32 @@ def _gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: Shift
             ckpt.update(k.encode())
             ckpt.update(v.flatten()[:: max(1, v.numel() // 64)].float().numpy().tobytes())
     data = OmegaConf.to_container(cfg.data, resolve=True)
-    blob = json.dumps([ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, n], sort_keys=True)
+    key = [ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, n]
+    if shift.options and shift.name != "clean":  # options change a shifted gallery (clean keys stay as they were)
+        key.append([list(o) for o in shift.options])
+    blob = json.dumps(key, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
 def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSpec, frames: FrameCache,
-                   cache: Path) -> torch.Tensor:
+                   cache: Path, copy: PerturbedCopy | None = None) -> torch.Tensor:
     """Gallery features by the source model, no grad: (G, D) captions for v2t, (G, T, D) frames for t2v."""
     side = "text" if cfg.task == "v2t" else "video"
     gshift = shift if shift.kind == side else ShiftSpec()
+    gcopy = copy if shift.kind == side else None
     file = cache / "gallery" / f"{side}-{_gallery_key(model, cfg, side, gshift, len(pairs))}.pt"
-    if file.exists():
+    if file.exists() and gcopy is None:
         return torch.load(file)
     start = time.time()
     if side == "text":
-        items = TextItems(pairs, gshift)
+        items = TextItems(pairs, gshift, gcopy)
         feats = encode_texts(model, [items.text(i) for i in range(len(pairs))])
     else:
-        items = VideoItems(pairs, frames, model.image_size, gshift)
+        items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
         frames.warm([p.video_path for p in pairs], "decoding gallery videos")
         feats = encode_videos(model, items.clip, len(pairs))
-    atomic_torch_save(file, feats)
+    if gcopy is None:
+        atomic_torch_save(file, feats)
     log.info("encoded the %s gallery (%d items) in %.1f s; cached at %s", side, len(pairs), time.time() - start, file)
     return feats
 
@@ -183,7 +189,7 @@ def _checked(shift: ShiftSpec) -> ShiftSpec:
         kind = shift.kind
     except KeyError as e:
         raise ValueError(str(e).strip('"')) from None
-    if kind != "clean":
+    if kind != "clean" and not is_mixed(shift.name):  # a mixed stream draws its severities per item
         from tta.shifts.registry import check_severity, get_shift
 
         check_severity(get_shift(shift.name), shift.severity)
@@ -225,13 +231,20 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if len(pairs) == 0:
         raise ValueError("the test split is empty")
     frames = FrameCache(cache / "frames", cfg.data.num_frames)
-    gallery = encode_gallery(model, pairs, cfg, shift if single else ShiftSpec(), frames, cache)
+    copy = PerturbedCopy(cfg.shift.from_copy, shift) if single and cfg.shift.get("from_copy") else None
+    for s in shifts:  # occlusion boxes, event-insertion donor pool (spec/mlvp.md §4.9, §4.11), before any adaptation
+        if s.kind == "video" and copy is None:
+            from tta.shifts.video.resources import build_resources
+
+            s.resources.update(build_resources(s, model, cfg.data, pairs, frames, cache))
+    gallery = encode_gallery(model, pairs, cfg, shift if single else ShiftSpec(), frames, cache, copy)
+    qcopy = copy if shift.kind == query_side else None
     if query_side == "video":
         frames.warm([p.video_path for p in pairs], "decoding query videos")
-        segments = [VideoItems(pairs, frames, model.image_size, s if s.kind == "video" else ShiftSpec())
+        segments = [VideoItems(pairs, frames, model.image_size, s if s.kind == "video" else ShiftSpec(), qcopy)
                     for s in shifts]
     else:
-        segments = [TextItems(pairs, s if s.kind == "text" else ShiftSpec()) for s in shifts]
+        segments = [TextItems(pairs, s if s.kind == "text" else ShiftSpec(), qcopy) for s in shifts]
     stream = SegmentedStream(segments)
     gt = torch.arange(len(pairs))
 
@@ -279,7 +292,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
             adapter.setup("test")
             adapter.load_resume_state(state)
         adapt_s = time.time() - t_adapt
-        results = _score(cfg, adapter, shifts, pairs, gt, train_data, checkpoint, query_side, run_dir,
+        results = _score(cfg, adapter, shifts, pairs, gt, train_data, checkpoint, query_side, run_dir, copy,
                          time_s={"total": time.time() - t_start, "adapt": adapt_s,
                                  "per_query_ms": 1000.0 * adapt_s / max(1, len(pairs) * len(shifts)),
                                  "resumed_at_batch": start_batch})
@@ -292,7 +305,8 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
 
 
 def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pairs, gt: torch.Tensor,
-           train_data: DictConfig, checkpoint, query_side: str, run_dir: Path, time_s: dict) -> dict[str, Any]:
+           train_data: DictConfig, checkpoint, query_side: str, run_dir: Path, copy: PerturbedCopy | None,
+           time_s: dict) -> dict[str, Any]:
     """Metrics of the scored stream, written to the run directory; returns the results record."""
     single, shift = len(shifts) == 1, shifts[0]
     sims, order = adapter.scores()
@@ -327,6 +341,7 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
         "time_s": time_s,
         "versions": _versions(),
         "config": OmegaConf.to_container(cfg, resolve=True),
+        **_shift_record(shift, pairs, copy),
     }
     results["collapse"] = collapse_check(sims, float(cfg.get("collapse_share", 0.5)))
     if not single:
@@ -343,6 +358,24 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
     if head:  # the similarity heatmap of the report (HAT-VTR Fig. 9): first queries x first gallery items
         atomic_torch_save(run_dir / "sims_head.pt", sims[:head, :head].half().clone())
     return results
+
+
+def _shift_record(shift: ShiftSpec, pairs, copy: PerturbedCopy | None) -> dict[str, Any]:
+    """What the shift did per item: the plan of a mixed stream, the donors of event insertion, the copy used."""
+    out: dict[str, Any] = {}
+    if shift.name != "clean":
+        out["shift_options"] = dict(shift.options)
+    if copy is not None:
+        out["perturbed_copy"] = {"path": str(copy.root), "manifest": copy.manifest}
+    if is_mixed(shift.name):
+        plan = shift.plan([p.video_id for p in pairs])
+        out["shift_plan"] = {"summary": plan_summary(plan), "items": [list(x) for x in plan]}
+    pool = shift.resources.get("donor_pool")
+    if pool is not None:
+        ids = [v for v, name, _ in shift.plan([p.video_id for p in pairs]) if name == "event_insertion"]
+        out["donor_pool"] = {"size": len(pool), "query": shift.resources.get("donor_query"),
+                             "donors": pool.plan(ids, shift.resources.get("donor_query", "caption_text"))}
+    return out
 
 
 def collapse_check(sims: torch.Tensor, share: float = 0.5) -> dict[str, Any]:

@@ -5,40 +5,91 @@ its own modality: a video shift perturbs the videos and a text shift the caption
 paper's query-shift setting (v2t + video shift, t2v + text shift), on the gallery side otherwise (e.g.
 ``task=t2v shift=gaussian`` is a gallery shift: captions query noisy videos). Each item's randomness is seeded by
 (seed, item id, shift, severity) (:func:`tta.shifts.item_seed`), so results do not depend on batch order.
+
+Video shifts act on the native frames in MLVP's order (spec/mlvp.md §2.2): a group-A shift gets the uniform
+frames from the frame cache; a group-B shift gets every decoded frame of the file (and its frame rate) and the
+uniform rule (§2.1) is applied to what it returns, padded with the last frame; the CLIP transform comes last.
+Mixed streams (``mixed_severity``, ``mixed_types``) resolve to one (shift, severity) per item first. A perturbed
+copy written by ``python -m tta.perturb`` (:class:`PerturbedCopy`) replaces on-the-fly perturbation.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from tta.data.cache import FrameCache
+from tta.data.frames import uniform_frame_indices
 from tta.data.readers.msrvtt import VideoTextPair
-from tta.data.transforms import clip_transform
+from tta.data.transforms import clip_transform, pad_frames
 from tta.shifts import item_seed, perturb_text, perturb_video, shift_kind
+from tta.shifts.registry import get_shift
+from tta.shifts.video.common import ShiftContext
+from tta.shifts.video.mixed import is_mixed, resolve_mixed
 
 
 @dataclass(frozen=True)
 class ShiftSpec:
-    """A shift as a run sees it: ``name`` (``clean`` = none), ``severity`` and shift-specific options."""
+    """A shift as a run sees it: ``name`` (``clean`` = none), ``severity`` and shift-specific options.
+
+    ``resources`` holds run-level objects some shifts need: ``main_objects`` ({video id: §5.1 entry}) and
+    ``donor_pool`` (:class:`tta.shifts.video.donors.DonorPool`).
+    """
 
     name: str = "clean"
     severity: int = 0
     seed: int = 42
     options: tuple = ()
+    resources: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def kind(self) -> str:
         return shift_kind(self.name)
 
-    def video(self, frames: torch.Tensor, video_id: str) -> torch.Tensor:
-        if self.kind != "video":
+    def resolve(self, item_id: str) -> tuple[str, int, dict]:
+        """The concrete (shift, severity, options) applied to one item (differs per item for mixed streams)."""
+        if is_mixed(self.name):
+            return resolve_mixed(self.name, dict(self.options), self.seed, item_id)
+        return self.name, self.severity, dict(self.options)
+
+    def plan(self, item_ids: Sequence[str]) -> list[tuple[str, str, int]]:
+        """[(item id, shift, severity)] of a stream, in order."""
+        return [(i, *self.resolve(i)[:2]) for i in item_ids]
+
+    def context(self, video_id: str, num_frames: int = 12, caption: str | None = None) -> ShiftContext:
+        objects = self.resources.get("main_objects") or {}
+        return ShiftContext(video_id=video_id, num_frames=num_frames, caption=caption,
+                            main_objects=objects.get(video_id.replace("/", "_")), resources=self.resources)
+
+    def video(self, frames: torch.Tensor, video_id: str, context: ShiftContext | None = None) -> torch.Tensor:
+        """Shift already-decoded frames (the group-A path; :meth:`native` handles group B from the file)."""
+        name, severity, options = self.resolve(video_id)
+        if shift_kind(name) != "video":
             return frames
-        seed = item_seed(self.seed, video_id, self.name, self.severity)
-        return perturb_video(frames, self.name, self.severity, seed, **dict(self.options))
+        seed = item_seed(self.seed, video_id, name, severity)
+        ctx = context or self.context(video_id, frames.shape[0])
+        return perturb_video(frames, name, severity, seed, context=ctx, **options)
+
+    def native(self, pair: VideoTextPair, frames: FrameCache) -> torch.Tensor:
+        """The clip's native-resolution frames after the shift: uint8 (num_frames, H, W, 3) (spec/mlvp.md §2.2)."""
+        name, severity, options = self.resolve(pair.video_id)
+        if shift_kind(name) != "video":
+            return frames.get(pair.video_path)
+        n = frames.num_frames
+        ctx = self.context(pair.video_id, n, pair.caption)
+        seed = item_seed(self.seed, pair.video_id, name, severity)
+        if get_shift(name).group == "A":
+            ctx.frame_indices = frames.indices(pair.video_path)
+            return perturb_video(frames.get(pair.video_path), name, severity, seed, context=ctx, **options)
+        full, ctx.fps = frames.decode_all(pair.video_path)
+        out = perturb_video(full, name, severity, seed, context=ctx, **options)
+        return pad_frames(out[uniform_frame_indices(out.shape[0], n)], n)
 
     def text(self, caption: str, caption_id: str) -> str:
         if self.kind != "text":
@@ -47,19 +98,65 @@ class ShiftSpec:
         return perturb_text(caption, self.name, self.severity, seed, **dict(self.options))
 
 
+class PerturbedCopy:
+    """A perturbed copy of a dataset written by ``python -m tta.perturb`` (one shift and severity).
+
+    Layout: ``root/manifest.json``; videos as ``root/<video id>.npy`` (uint8 native frames (T, H, W, 3), the
+    default) or ``root/<video id>.pt`` (``{"video": float32 (T, 3, S, S) normalised, "video_id"}``, MLVP's own
+    format, §2.3); captions as ``root/captions.json`` (a list of ``[video id, text]``).
+    """
+
+    def __init__(self, root: str | Path, shift: ShiftSpec | None = None):
+        self.root = Path(root)
+        file = self.root / "manifest.json"
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} not found: shift.from_copy must be a directory written by "
+                                    "`python -m tta.perturb` (e.g. <out>/<data>/<shift>_<severity>)")
+        self.manifest = json.loads(file.read_text())
+        if shift is not None:
+            want = {"shift": shift.name, "severity": shift.severity, "seed": shift.seed, "options": dict(shift.options)}
+            have = {k: self.manifest.get(k) for k in want}
+            if have != want:
+                raise ValueError(f"perturbed copy {self.root} holds {have}, but the run asks for {want}")
+        self._captions: dict[str, str] | None = None
+
+    def clip(self, video_id: str, size: int) -> torch.Tensor:
+        npy, pt = self.root / f"{video_id}.npy", self.root / f"{video_id}.pt"
+        if npy.is_file():
+            return clip_transform(torch.from_numpy(np.load(npy)), size)
+        if pt.is_file():
+            video = torch.load(pt)["video"]
+            if video.shape[-1] != size:
+                raise ValueError(f"{pt} holds {video.shape[-1]}-px clips but the model needs {size}; write the copy "
+                                 "with format=npy (model-independent) or the model's image size")
+            return video
+        raise FileNotFoundError(f"{video_id} is missing from the perturbed copy {self.root}; run tta.perturb again "
+                                "(it resumes)")
+
+    def text(self, video_id: str) -> str:
+        if self._captions is None:
+            file = self.root / "captions.json"
+            if not file.is_file():
+                raise FileNotFoundError(f"{file} not found: the copy has no perturbed captions")
+            self._captions = dict(json.loads(file.read_text()))
+        return self._captions[video_id]
+
+
 class VideoItems(Dataset):
     """Normalised clips (T, 3, S, S) of a list of pairs, with the shift applied to the native frames first."""
 
-    def __init__(self, pairs: Sequence[VideoTextPair], frames: FrameCache, image_size: int, shift: ShiftSpec):
-        self.pairs, self.frames, self.size, self.shift = pairs, frames, image_size, shift
+    def __init__(self, pairs: Sequence[VideoTextPair], frames: FrameCache, image_size: int, shift: ShiftSpec,
+                 copy: PerturbedCopy | None = None):
+        self.pairs, self.frames, self.size, self.shift, self.copy = pairs, frames, image_size, shift, copy
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def clip(self, i: int) -> torch.Tensor:
         p = self.pairs[i]
-        raw = self.shift.video(self.frames.get(p.video_path), p.video_id)
-        return clip_transform(raw, self.size)
+        if self.copy is not None:
+            return self.copy.clip(p.video_id, self.size)
+        return clip_transform(self.shift.native(p, self.frames), self.size)
 
     def __getitem__(self, i: int) -> dict:
         return {"index": i, "video": self.clip(i)}
@@ -68,14 +165,16 @@ class VideoItems(Dataset):
 class TextItems(Dataset):
     """Captions of a list of pairs, with the text shift applied."""
 
-    def __init__(self, pairs: Sequence[VideoTextPair], shift: ShiftSpec):
-        self.pairs, self.shift = pairs, shift
+    def __init__(self, pairs: Sequence[VideoTextPair], shift: ShiftSpec, copy: PerturbedCopy | None = None):
+        self.pairs, self.shift, self.copy = pairs, shift, copy
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def text(self, i: int) -> str:
         p = self.pairs[i]
+        if self.copy is not None:
+            return self.copy.text(p.video_id)
         return self.shift.text(p.caption, p.caption_id or p.video_id)
 
     def __getitem__(self, i: int) -> dict:

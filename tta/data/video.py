@@ -32,6 +32,7 @@ __all__ = [
     "VideoNotFoundError",
     "video_frame_count",
     "read_frames",
+    "read_all_frames",
     "ensure_rgb",
     "MISSING_FRAMES_TOLERANCE",
     "MISSING_FRAMES_MIN",
@@ -271,3 +272,45 @@ def read_frames(
         frames = _read_pyav(path, idx, num_frames, strict)
     frames = ensure_rgb(frames)
     return torch.from_numpy(np.ascontiguousarray(frames))
+
+
+def read_all_frames(path: PathLike) -> tuple[torch.Tensor, float]:
+    """Decodes **every** frame of a video with PyAV, sequentially (MLVP group B, ``mlvp.md`` §2.1-2.2).
+
+    Group-B shifts (H.264, flow-driven blurs, temporal scrambling) work from the whole decoded video and take the
+    uniform frames over the *decoded* count, which can differ from the container's count by a few frames.
+
+    Args:
+        path: Video file.
+
+    Returns:
+        ``(frames, fps)``: uint8 ``(T, H, W, 3)`` RGB frames and the stream's average frame rate (30.0 if unknown).
+
+    Raises:
+        VideoNotFoundError: If the file does not exist.
+        VideoDecodeError: If the file cannot be opened or no frame decodes.
+    """
+    import av
+
+    path = os.fspath(path)
+    _check_exists(path)
+    try:
+        container = av.open(path)
+    except Exception as err:
+        raise VideoDecodeError(f"Could not open {path!r} with PyAV: {err}. {_REENCODE_HINT}") from err
+    frames: list[np.ndarray] = []
+    with container:
+        if not container.streams.video:
+            raise VideoDecodeError(f"{path!r} contains no video stream. {_REENCODE_HINT}")
+        stream = container.streams.video[0]
+        fps = float(stream.average_rate) if stream.average_rate else 30.0
+        try:
+            for frame in container.decode(stream):
+                frames.append(frame.to_ndarray(format="rgb24"))
+        except Exception as err:  # truncated stream: keep what decoded
+            if not frames:
+                raise VideoDecodeError(f"No frame of {path!r} could be decoded ({err}). {_REENCODE_HINT}") from err
+            logger.warning("%s: decoding stopped after %d frames (%s)", path, len(frames), err)
+    if not frames:
+        raise VideoDecodeError(f"{path!r} has no decodable frames. {_REENCODE_HINT}")
+    return torch.from_numpy(ensure_rgb(np.stack(frames))), fps

@@ -11,6 +11,7 @@ spec/mlvp.md §3 prescribes, so any single video or caption regenerates bit for 
 
 from __future__ import annotations
 
+import inspect
 import random
 
 import torch
@@ -18,6 +19,7 @@ import torch
 from tta.shifts import text as _text  # noqa: F401  (registers text shifts)
 from tta.shifts import video as _video  # noqa: F401  (registers video shifts)
 from tta.shifts.registry import check_severity, get_shift, text_names, video_names
+from tta.shifts.video.mixed import is_mixed
 from tta.utils.seeding import derive_seed
 
 __all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind"]
@@ -37,8 +39,10 @@ def text_shift_names() -> list[str]:
 
 
 def shift_kind(name: str) -> str:
-    """``clean``, ``video`` or ``text``."""
-    return "clean" if name == "clean" else get_shift(name).kind
+    """``clean``, ``video`` or ``text`` (mixed MLVP streams are ``video``)."""
+    if name == "clean":
+        return "clean"
+    return "video" if is_mixed(name) else get_shift(name).kind
 
 
 def perturb_video(frames: torch.Tensor, name: str, severity: int, seed: int, **options) -> torch.Tensor:
@@ -52,12 +56,17 @@ def perturb_video(frames: torch.Tensor, name: str, severity: int, seed: int, **o
 
     Returns:
         uint8 (T', H, W, 3); T' = T except for shifts that change time.
+
+    ``options`` are the shift's keyword options; ``context`` (a :class:`tta.shifts.video.ShiftContext`) is passed
+    only to shifts that take one (occlusion boxes, donor pool, frame rate) and dropped for the others.
     """
     info = get_shift(name)
     if info.kind != "video":
         raise ValueError(f"{name!r} is a {info.kind} shift; use perturb_text")
     if frames.dtype != torch.uint8 or frames.dim() != 4 or frames.shape[-1] != 3:
         raise ValueError(f"perturb_video expects uint8 (T, H, W, 3) frames, got {frames.dtype} {tuple(frames.shape)}")
+    if "context" in options and "context" not in inspect.signature(info.fn).parameters:
+        options.pop("context")
     gen = torch.Generator().manual_seed(int(seed))
     return info.fn(frames, check_severity(info, severity), gen, **options)
 

@@ -1,4 +1,4 @@
-"""Low-level noise shifts of MLVP (spec/mlvp.md §4.1): Gaussian noise, one field per video.
+"""Low-level noise shifts of MLVP (spec/mlvp.md §4.1-4.2): Gaussian and impulse noise, one field per video.
 
 σ_s = 0.08, 0.12, 0.18, 0.26, 0.38 (Table 37; ImageNet-C / Qiu et al.). One N(0, σ²) field of shape H×W×3 is
 drawn once per video and added to every frame (temporal consistency, App. E.1):
@@ -13,6 +13,7 @@ import torch
 from tta.shifts.registry import register_video_shift
 
 GAUSSIAN_SIGMA = (0.08, 0.12, 0.18, 0.26, 0.38)
+IMPULSE_AMOUNT = (0.03, 0.06, 0.09, 0.17, 0.27)
 
 
 @register_video_shift("gaussian", level="low")
@@ -29,3 +30,16 @@ def gaussian(frames: torch.Tensor, severity: int, generator: torch.Generator, te
     noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(frames.device) * sigma
     x = frames.to(torch.float32) / 255.0 + noise
     return (255.0 * x.clamp(0.0, 1.0)).to(torch.uint8)  # float -> uint8 truncates, as the reference code does
+
+
+@register_video_shift("impulse", level="low")
+def impulse(frames: torch.Tensor, severity: int, generator: torch.Generator, temporal_mode: str = "code") -> torch.Tensor:
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3) with salt-and-pepper pixels of total fraction a_severity."""
+    a = IMPULSE_AMOUNT[severity - 1]
+    t, h, w, _ = frames.shape
+    if temporal_mode not in ("code", "static", "iid"):
+        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
+    u = torch.rand((t if temporal_mode == "iid" else 1, h, w, 1), generator=generator).to(frames.device)
+    out = frames.clone()
+    out = torch.where(u < a / 2, torch.zeros((), dtype=torch.uint8, device=frames.device), out)
+    return torch.where(u >= 1 - a / 2, torch.full((), 255, dtype=torch.uint8, device=frames.device), out)

@@ -1,0 +1,159 @@
+"""Write a perturbed copy of a dataset split: ``python -m tta.perturb data=synth shift=fog shift.severity=3``.
+
+The MSRVTT-P of MLVP (spec/mlvp.md §2.3): one file per video under ``<out_dir>/<data>/<shift>_<severity>/`` —
+``<video id>.npy`` (uint8 native-resolution perturbed frames (T, H, W, 3), the default, model-independent) or
+``<video id>.pt`` (``{"video": float32 (T, 3, S, S) CLIP-normalised, "video_id"}``, MLVP's format) — and, for a
+text shift, ``captions.json`` (a list of ``[video id, perturbed caption]``). The same code path as an on-the-fly
+run (:meth:`tta.data.stream.ShiftSpec.native`, per-item seeds), so the copy equals what ``tta.run`` would feed
+the model. Existing files are skipped (resumable; each file is written atomically) and videos are processed in
+parallel (``workers``). ``manifest.json`` (written last) records the shift, severity, seed, options, the source,
+library versions, the fallbacks used and, for mixed streams, the per-item plan. ``tta.run shift=<same>
+shift.from_copy=<that directory>`` then reads the copy instead of perturbing on the fly.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import platform
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from tta.data.cache import FrameCache
+from tta.data.registry import dataset_root, load_pairs
+from tta.data.stream import ShiftSpec
+from tta.data.transforms import clip_transform
+from tta.shifts.video.mixed import is_mixed, plan_summary
+from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
+from tta.utils.paths import cache_root
+from tta.utils.progress import progress_iter
+
+log = logging.getLogger("tta.perturb")
+
+_JOB: dict[str, Any] = {}  # the worker's view of the job (inherited through fork)
+
+
+def _write_one(i: int) -> str:
+    shift, pairs, frames, out, fmt, size = (_JOB[k] for k in ("shift", "pairs", "frames", "out", "format", "size"))
+    p = pairs[i]
+    file = out / f"{p.video_id}.{fmt}"
+    if file.exists():
+        return "skipped"
+    clip = shift.native(p, frames)
+    if fmt == "npy":
+        buf = io.BytesIO()
+        np.save(buf, clip.cpu().numpy())
+        atomic_write_bytes(file, buf.getvalue())
+    else:
+        atomic_torch_save(file, {"video": clip_transform(clip, size), "video_id": p.video_id})
+    return "written"
+
+
+def _init_worker() -> None:
+    import cv2
+
+    torch.set_num_threads(1)
+    cv2.setNumThreads(1)
+
+
+def _versions() -> dict[str, str]:
+    import av
+    import cv2
+    import scipy
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "av": av.__version__, "opencv": cv2.__version__, "scipy": scipy.__version__}
+
+
+def _fallbacks(shift: ShiftSpec, used: set[str]) -> dict[str, str]:
+    """Offline fallbacks in effect (spec/mlvp.md §5), for the manifest."""
+    out: dict[str, str] = {}
+    opts = dict(shift.options)
+    if "snow" in used:
+        from tta.shifts.video.weather import _blur_impl
+
+        out["snow.blur_impl"] = _blur_impl((opts if shift.name == "snow" else {}).get("blur_impl", "auto"))
+    if "style_transfer_approx" in used:
+        out["style_transfer"] = "style_transfer_approx (Lab statistics transfer, spec/mlvp.md §5.3)"
+    if "main_object_occlusion" in used and shift.name == "main_object_occlusion":
+        out["occlusion.box_source"] = f"{opts.get('box_source', 'metadata')} (fallback {opts.get('fallback', 'none')})"
+    return out
+
+
+def perturb(cfg: DictConfig) -> Path:
+    """Write the copy described by ``cfg`` (conf/perturb.yaml) and return its directory."""
+    cache = cache_root(cfg.paths.cache_dir)
+    options = cfg.shift.get("options")
+    options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
+    shift = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed), tuple(sorted(options.items())))
+    kind = shift.kind
+    if kind == "clean":
+        raise ValueError("shift=clean has nothing to perturb; choose a video or text shift")
+    if cfg.format not in ("npy", "pt"):
+        raise ValueError(f"format must be npy or pt, got {cfg.format!r}")
+    pairs = load_pairs(cfg.data, cfg.split, cache)
+    if cfg.data.subset:
+        pairs = pairs[: int(cfg.data.subset)]
+    out = Path(cfg.out_dir) / cfg.data.name / f"{shift.name}_{shift.severity}"
+    out.mkdir(parents=True, exist_ok=True)
+    plan = shift.plan([p.video_id for p in pairs])
+    used = {name for _, name, _ in plan}
+    manifest: dict[str, Any] = {
+        "shift": shift.name, "severity": shift.severity, "seed": shift.seed, "options": dict(shift.options),
+        "kind": kind, "data": cfg.data.name, "split": cfg.split, "num_items": len(pairs),
+        "source": str(dataset_root(cfg.data, cache)), "versions": _versions(), "fallbacks": _fallbacks(shift, used)}
+    if kind == "text":
+        captions = [[p.video_id, shift.text(p.caption, p.caption_id or p.video_id)] for p in pairs]
+        atomic_write_json(out / "captions.json", captions)
+    else:
+        frames = FrameCache(cache / "frames", cfg.data.num_frames)
+        size = None
+        if cfg.format == "pt":
+            from tta.models.factory import tower_config
+
+            size = tower_config(cfg.model).image_size
+        if used & {"main_object_occlusion", "event_insertion"}:
+            from tta.shifts.video.resources import build_resources
+
+            model = None
+            if "event_insertion" in used:
+                from tta.models.factory import model_from_config
+
+                model = model_from_config(cfg.model, cfg.model.checkpoint, cfg.data, cache,
+                                          recipe=list(cfg.get("embedded_recipe") or []))
+            shift.resources.update(build_resources(shift, model, cfg.data, pairs, frames, cache))
+            if "donor_pool" in shift.resources:
+                manifest["donor_pool"] = {"size": len(shift.resources["donor_pool"]), "model": cfg.model.name}
+        manifest.update(format=cfg.format, image_size=size)
+        _JOB.update(shift=shift, pairs=pairs, frames=frames, out=out, format=cfg.format, size=size)
+        todo = range(len(pairs))
+        workers = max(1, int(cfg.workers))
+        if workers > 1:
+            with get_context("fork").Pool(workers, initializer=_init_worker) as pool:
+                results = list(progress_iter(pool.imap(_write_one, todo, chunksize=4), len(pairs), f"perturbing {shift.name}"))
+        else:
+            results = list(progress_iter(map(_write_one, todo), len(pairs), f"perturbing {shift.name}"))
+        manifest["written"], manifest["skipped"] = results.count("written"), results.count("skipped")
+    if is_mixed(shift.name):
+        manifest["plan"] = {"summary": plan_summary(plan), "items": [list(x) for x in plan]}
+    atomic_write_json(out / "manifest.json", manifest)
+    log.info("perturbed copy of %d %s items in %s", len(pairs), cfg.data.name, out)
+    return out
+
+
+@hydra.main(config_path="../conf", config_name="perturb", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    path = perturb(cfg)
+    print(f"wrote {path}")  # the CLI's one line of output
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()

@@ -1,0 +1,115 @@
+"""Run-level resources of the MLVP shifts, built once per run (``tta.run``, ``tta.perturb``).
+
+* ``main_objects``: the dataset's ``{name}_main_objects.json`` (spec/mlvp.md §5.1; the embedded benchmark writes
+  exact boxes), needed by main-object occlusion;
+* ``donor_pool``: the event-insertion :class:`~tta.shifts.video.donors.DonorPool` (§4.11), train-split videos
+  embedded by the run's backbone **before** any adaptation, its embeddings cached under
+  ``<cache>/donor_pool/``.
+
+Only the resources that the stream's shifts need are built (for a mixed stream, those of every shift its plan
+uses).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from tta.data.registry import dataset_root, load_pairs
+from tta.data.transforms import clip_transform
+from tta.shifts.video.donors import DonorPool, choose_pool, pool_embeddings
+from tta.utils.seeding import derive_seed
+
+log = logging.getLogger(__name__)
+
+
+def model_digest(model) -> str:
+    """A short fingerprint of a model's weights (strided samples of every tensor)."""
+    h = hashlib.sha1()
+    for k, v in model.state_dict().items():
+        if v.numel():
+            h.update(k.encode())
+            h.update(v.flatten()[:: max(1, v.numel() // 64)].float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def find_main_objects(root: Path, name: str) -> Path | None:
+    """``root/{name}_main_objects.json``, else the only ``*_main_objects.json`` in ``root``."""
+    file = root / f"{name}_main_objects.json"
+    if file.is_file():
+        return file
+    found = sorted(root.glob("*_main_objects.json"))
+    return found[0] if len(found) == 1 else None
+
+
+def load_main_objects(data_cfg, cache: Path) -> dict:
+    """{video id: §5.1 entry} of the dataset, or {} (with a warning) when it has no main-objects file."""
+    root = dataset_root(data_cfg, cache)
+    file = find_main_objects(root, data_cfg.name)
+    if file is None:
+        log.warning("no *_main_objects.json in %s: main-object occlusion needs shift.options.fallback=saliency|centre",
+                    root)
+        return {}
+    return json.loads(file.read_text())
+
+
+@torch.no_grad()
+def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path, seed: int, options: dict,
+                     main_objects: dict) -> DonorPool:
+    """The event-insertion donor pool of a run (see :mod:`tta.shifts.video.donors`)."""
+    from tta.models.encode import encode_texts
+
+    pool_size = int(options.get("pool_size", 2000))
+    query = options.get("query", "caption_text")
+    if query not in ("caption_text", "video"):
+        raise ValueError(f"event_insertion query must be caption_text or video, got {query!r}")
+    train = load_pairs(data_cfg, "train", cache)
+    chosen = [train[i] for i in choose_pool([p.video_id for p in train], pool_size, derive_seed(seed, "donor_pool"))]
+    test_ids = {p.video_id for p in test_pairs}
+    chosen = [p for p in chosen if p.video_id not in test_ids]
+    if not chosen:
+        raise ValueError("event_insertion: the train split has no video for the donor pool")
+    was_training = model.training
+    model.eval()
+
+    def encode(paths: list[str]) -> torch.Tensor:
+        clips = torch.stack([clip_transform(frames.get(p), model.image_size) for p in paths])
+        return model.encode_video(clips).float().mean(dim=1)  # (n, D), per-frame features not normalised
+
+    digest = model_digest(model)
+    emb = pool_embeddings([p.video_path for p in chosen], encode,
+                          cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt")
+    if query == "caption_text":
+        texts = [((main_objects.get(p.video_id.replace("/", "_")) or {}).get("video_caption") or p.caption)
+                 for p in test_pairs]
+        q = encode_texts(model, texts)
+    else:
+        q = encode([p.video_path for p in test_pairs])
+    model.train(was_training)
+    log.info("donor pool: %d train videos, %s queries for %d test videos", len(chosen), query, len(test_pairs))
+    return DonorPool([p.video_path for p in chosen], [p.video_id for p in chosen], emb,
+                     {query: {p.video_id: q[i] for i, p in enumerate(test_pairs)}})
+
+
+def build_resources(shift, model, data_cfg, test_pairs: Sequence, frames, cache: Path) -> dict:
+    """The resources dict for ``shift`` (a :class:`tta.data.stream.ShiftSpec`) over ``test_pairs``."""
+    plan = shift.plan([p.video_id for p in test_pairs])
+    used = {name for _, name, _ in plan}
+    resources: dict = {}
+    if used & {"main_object_occlusion", "event_insertion"}:
+        resources["main_objects"] = load_main_objects(data_cfg, cache)
+    if "event_insertion" in used:
+        opts = dict(shift.options)
+        if shift.name == "mixed_severity":  # the base's options
+            opts = dict(opts.get("shift_options") or {})
+        elif shift.name == "mixed_types":  # per-type options
+            opts = dict((opts.get("shift_options") or {}).get("event_insertion") or {})
+        resources["donor_pool"] = build_donor_pool(model, data_cfg, test_pairs, frames, cache, shift.seed, opts,
+                                                   resources["main_objects"])
+        resources["donor_query"] = opts.get("query", "caption_text")
+    return resources

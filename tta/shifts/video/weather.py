@@ -1,0 +1,173 @@
+"""Low-level weather shifts of MLVP: fog (spec/mlvp.md §4.3) and snow (§4.4), one realisation per video.
+
+Both take ImageNet-C's constants (Qiu et al.; Table 37, App. E.1/E.4) and act on the native-resolution frames.
+
+* **fog**: one diamond-square plasma map F per video on a P×P grid, P = the next power of two >= max(H, W),
+  cropped top-left to H×W; per frame y = trunc(255·clip((x + c·F)·μ/(μ + c), 0, 1)) with μ the frame's maximum.
+* **snow**: one curtain per video, H + 3·(T-1) rows (3 px scroll per sampled frame; T = 12 gives §4.4's
+  H + 33), Gaussian canvas -> clipped zoom -> threshold -> uint8 -> motion blur along θ ~ U(-135°, -45°); frame i
+  adds rows [3i, 3i + H) and their 180° rotation to the whitened frame.
+
+The curtain's motion blur (``blur_impl``): ``imagemagick`` (the reference code's Wand MotionBlur; needs PyPI
+``Wand`` and the system ``libmagickwand``), ``taps`` (the tap-sum approximation of ``imagecorruptions``, §4.4) or
+``auto`` (default here: ImageMagick when Wand loads, else ``taps``, logged once). The machine this was written on
+has no libmagickwand, so results from it use ``taps``; the choice is part of the run's config.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import torch
+from scipy import ndimage
+
+from tta.shifts.registry import register_video_shift
+from tta.shifts.video.common import numpy_rng, to_uint8, to_unit
+
+log = logging.getLogger(__name__)
+
+FOG = ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))  # (c, wibble decay), §4.3
+# (loc, scale, zoom, threshold, radius, sigma, blend), §4.4
+SNOW = ((0.1, 0.3, 3.0, 0.5, 10, 4, 0.8), (0.2, 0.3, 2.0, 0.5, 12, 4, 0.7), (0.55, 0.3, 4.0, 0.9, 12, 8, 0.7),
+        (0.55, 0.3, 4.5, 0.85, 12, 8, 0.65), (0.55, 0.3, 2.5, 0.85, 12, 12, 0.55))
+SNOW_SCROLL = 3  # curtain rows per sampled frame, §4.4
+_warned_taps = False
+
+
+def plasma_fractal(size: int, decay: float, rng: np.random.Generator) -> np.ndarray:
+    """Diamond-square plasma map (size × size, size a power of two) normalised to [0, 1] (§4.3, steps 1-3).
+
+    Each pass fills the cell centres (square step), then the top-edge and left-edge midpoints (diamond step)
+    from the mean of their four wrapped neighbours plus w·U(-w, w); w starts at 100 and is divided by ``decay``.
+    """
+    if size < 2 or size & (size - 1):
+        raise ValueError(f"plasma map side must be a power of two >= 2, got {size}")
+    f = np.zeros((size, size), dtype=np.float64)
+    step, w = size, 100.0
+    while step >= 2:
+        half = step // 2
+        corners = f[0::step, 0::step]
+        four = corners + np.roll(corners, -1, axis=0)
+        four = four + np.roll(four, -1, axis=1)
+        f[half::step, half::step] = four / 4 + w * rng.uniform(-w, w, four.shape)
+        centres, corners = f[half::step, half::step], f[0::step, 0::step]
+        top = corners + np.roll(corners, -1, axis=1) + centres + np.roll(centres, 1, axis=0)
+        f[0::step, half::step] = top / 4 + w * rng.uniform(-w, w, top.shape)
+        left = corners + np.roll(corners, -1, axis=0) + centres + np.roll(centres, 1, axis=1)
+        f[half::step, 0::step] = left / 4 + w * rng.uniform(-w, w, left.shape)
+        step, w = half, w / decay
+    f -= f.min()
+    return f / f.max()
+
+
+@register_video_shift("fog", level="low")
+def fog(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); one plasma map for all frames (§4.3)."""
+    c, decay = FOG[severity - 1]
+    _, h, w, _ = frames.shape
+    size = 1 << max(1, math.ceil(math.log2(max(h, w))))
+    fmap = plasma_fractal(size, decay, numpy_rng(generator))[:h, :w]
+    fmap = torch.from_numpy(fmap.astype(np.float32)).to(frames.device)[None, :, :, None]
+    x = to_unit(frames)
+    mu = x.amax(dim=(1, 2, 3), keepdim=True)
+    mu = torch.where(mu > 0, mu, torch.ones_like(mu))  # an all-black frame uses μ = 1 (§4.3)
+    return to_uint8((x + c * fmap) * mu / (mu + c))
+
+
+def clipped_zoom(img: np.ndarray, zoom: float) -> np.ndarray:
+    """Centre crop of ceil(H/zoom) × ceil(W/zoom), upsampled by ``zoom`` (linear spline), centre-trimmed to H×W."""
+    h, w = img.shape[:2]
+    ch, cw = math.ceil(h / zoom), math.ceil(w / zoom)
+    top, left = (h - ch) // 2, (w - cw) // 2
+    out = ndimage.zoom(img[top:top + ch, left:left + cw], zoom, order=1)
+    t, l_ = (out.shape[0] - h) // 2, (out.shape[1] - w) // 2
+    return out[t:t + h, l_:l_ + w]
+
+
+def motion_blur_taps(img: np.ndarray, radius: float, sigma: float, angle: float) -> np.ndarray:
+    """Tap-sum motion blur of a 2-D image along ``angle`` degrees (§4.4 ``taps``; ImageMagick's kernel layout).
+
+    w = 2·ceil(radius) + 1 taps with one-sided Gaussian weights exp(-i²/2σ²), normalised; tap i reads the image
+    shifted by (-ceil(i·sinθ - 0.5), -ceil(i·cosθ - 0.5)) rows/columns with edge replication, stopping at the
+    first shift that leaves the image.
+    """
+    width = 2 * math.ceil(radius) + 1
+    weights = np.exp(-np.arange(width) ** 2 / (2.0 * sigma ** 2))
+    weights /= weights.sum()
+    h, w = img.shape
+    src = img.astype(np.float64)
+    out = np.zeros_like(src)
+    s, c = math.sin(math.radians(angle)), math.cos(math.radians(angle))
+    rows, cols = np.arange(h), np.arange(w)
+    for i in range(width):
+        dy, dx = -math.ceil(i * s - 0.5), -math.ceil(i * c - 0.5)
+        if abs(dy) >= h or abs(dx) >= w:
+            break
+        out += weights[i] * src[np.clip(rows - dy, 0, h - 1)][:, np.clip(cols - dx, 0, w - 1)]
+    return out
+
+
+def _motion_blur_imagemagick(img: np.ndarray, radius: float, sigma: float, angle: float) -> np.ndarray:
+    import cv2
+    from wand.image import Image as WandImage
+
+    ok, png = cv2.imencode(".png", img)
+    with WandImage(blob=png.tobytes()) as im:
+        im.motion_blur(radius=radius, sigma=sigma, angle=angle)
+        out = cv2.imdecode(np.frombuffer(im.make_blob("png"), np.uint8), cv2.IMREAD_UNCHANGED)
+    return out.astype(np.float64) if out.ndim == 2 else out[..., 0].astype(np.float64)
+
+
+def _blur_impl(name: str) -> str:
+    global _warned_taps
+    if name in ("imagemagick", "auto"):
+        try:
+            import wand.image  # noqa: F401
+
+            return "imagemagick"
+        except ImportError as err:  # Wand missing, or present without libmagickwand
+            if name == "imagemagick":
+                raise ImportError("snow blur_impl=imagemagick needs PyPI 'Wand' and the system library "
+                                  "libmagickwand (Debian: libmagickwand-dev); or set shift.options.blur_impl=taps"
+                                  ) from err
+            if not _warned_taps:
+                log.warning("snow: ImageMagick (Wand) is not available; blurring the curtain with the 'taps' "
+                            "approximation (spec/mlvp.md §4.4)")
+                _warned_taps = True
+            return "taps"
+    if name == "taps":
+        return "taps"
+    raise ValueError(f"snow blur_impl must be auto, imagemagick or taps, got {name!r}")
+
+
+def snow_curtain(h: int, w: int, t: int, severity: int, rng: np.random.Generator, blur_impl: str = "auto") -> np.ndarray:
+    """The per-video snow curtain, float (H + 3·(T-1), W) in [0, 1] (§4.4 steps 1-4)."""
+    loc, scale, zoom, thr, radius, sigma, _ = SNOW[severity - 1]
+    hc = h + SNOW_SCROLL * max(t - 1, 0)
+    canvas = rng.normal(loc, scale, (hc, w))
+    canvas = clipped_zoom(canvas, zoom)
+    canvas[canvas < thr] = 0
+    layer = (255.0 * np.clip(canvas, 0, 1)).astype(np.uint8)
+    angle = rng.uniform(-135.0, -45.0)
+    if _blur_impl(blur_impl) == "imagemagick":
+        blurred = _motion_blur_imagemagick(layer, radius, sigma, angle)
+    else:
+        blurred = np.clip(np.round(motion_blur_taps(layer, radius, sigma, angle)), 0, 255)
+    return blurred / 255.0
+
+
+@register_video_shift("snow", level="low")
+def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "auto") -> torch.Tensor:
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the curtain scrolls 3 px per frame (§4.4)."""
+    t, h, w, _ = frames.shape
+    blend = SNOW[severity - 1][6]
+    curtain = torch.from_numpy(snow_curtain(h, w, t, severity, numpy_rng(generator), blur_impl).astype(np.float32))
+    rows = torch.arange(t)[:, None] * SNOW_SCROLL + torch.arange(h)[None, :]
+    layers = curtain[rows].to(frames.device)  # (T, H, W): S_i = rows [3i, 3i + H)
+    layers = (layers + torch.flip(layers, dims=(1, 2)))[..., None]  # + rot180(S_i)
+    x = to_unit(frames)
+    grey = (x * torch.tensor([0.299, 0.587, 0.114], device=x.device)).sum(-1, keepdim=True)
+    x = blend * x + (1 - blend) * torch.maximum(x, 1.5 * grey + 0.5)
+    return to_uint8(x + layers)
