@@ -268,12 +268,12 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if every > 0:
         config = OmegaConf.to_container(cfg, resolve=True)
 
-        def checkpoint(position: int) -> None:
+        def save_resume_point(position: int) -> None:
             if position % every == 0:
                 atomic_torch_save(run_dir / RESUME_FILE, {"position": position, "config": config,
                                                           "adapter": adapter.resume_state()})
 
-        adapter.checkpoint_fn = checkpoint
+        adapter.checkpoint_fn = save_resume_point
     loader = DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, cfg.batch_size, start_batch),
                         num_workers=cfg.loader_workers,
                         collate_fn=SegmentCollate(Collate(model.tokenizer if query_side == "text" else None)))
