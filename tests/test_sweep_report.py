@@ -201,3 +201,21 @@ def test_launcher_configs_and_cluster_overlay_compose():
                           "hydra/launcher=example_cluster"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "partition: gpu" in out.stdout and "account: my_project" in out.stdout and "SlurmLauncher" in out.stdout
+
+
+def test_paper_table_recipe_names_registered_shifts_and_composes():
+    import re
+
+    from tta.shifts import text_shift_names, video_shift_names
+
+    script = (ROOT / "launch" / "paper_tables.sh").read_text()
+    video = re.search(r"^VIDEO_SHIFTS=(\S+)", script, re.M).group(1).split(",")
+    text = re.search(r"^TEXT_SHIFTS=(\S+)", script, re.M).group(1).split(",")
+    assert len(video) == 12 and len(text) == 15
+    for name in video + text:  # each is a conf/shift choice that resolves to a registered shift
+        shift = compose("run", [f"shift={name}"]).shift
+        assert shift.name in video_shift_names() + text_shift_names(), name
+    cfg = compose("run", ["scenario=cross", "data=activitynet", "scenario.train_data=msrvtt", "model=xpool",
+                          "model.arch=ViT-B-32-quickgelu", "model.checkpoint=/ckpt/xpool_msrvtt.pt", "task=t2v"])
+    assert cfg.scenario.train_data == "msrvtt" and cfg.data.name == "activitynet"
+    assert compose("run", ["scenario=cross"]).scenario.train_data == "synth_b"
