@@ -54,9 +54,13 @@ def test_zeroshot_uses_the_pretrained_towers(tiny_cache, tmp_path, model):
     res = _run(tiny_cache, tmp_path, "zs", "scenario=zeroshot", f"model={model}")
     assert res["scenario"] == "zeroshot" and res["checkpoint"] == "pretrained"
     clip = _run(tiny_cache, tmp_path, "clip", "model=clip")  # model=clip is the zero-shot meanP model
-    if model == "clip4clip":
-        assert torch.equal(torch.load(tmp_path / "zs" / "sims.pt"), torch.load(tmp_path / "clip" / "sims.pt"))
-    assert res["num_queries"] == clip["num_queries"] == 40
+    tuned = _run(tiny_cache, tmp_path, "tuned", f"model={model}")  # the fine-tuned source model (qs)
+    zs_sims, clip_sims = (torch.load(tmp_path / d / "sims.pt").float() for d in ("zs", "clip"))
+    tuned_sims = torch.load(tmp_path / "tuned" / "sims.pt").float()
+    assert (zs_sims - tuned_sims).abs().max() > 2e-2  # not the fine-tuned weights
+    if model == "clip4clip":  # the same towers and head as model=clip (float reductions may differ in the last bits)
+        assert (zs_sims - clip_sims).abs().max() < 2e-3
+    assert res["num_queries"] == clip["num_queries"] == tuned["num_queries"] == 40
 
 
 def test_stream_per_shift_reset_equals_independent_runs_and_never_carries_over(tiny_cache, tmp_path):
