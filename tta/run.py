@@ -281,8 +281,9 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
                         enable_checkpointing=False, enable_model_summary=False,
                         enable_progress_bar=cfg.trainer.progress_bar, deterministic=cfg.trainer.deterministic)
     logger = build_logger(cfg.get("logger"), run_dir, OmegaConf.to_container(cfg, resolve=True))
-    adapter.batch_callbacks.append(BatchRows(adapter, logger, k=int(cfg.hubness.k),
-                                             every=int((cfg.get("logger") or {}).get("log_every", 1))))
+    if logger.name != "none":  # per-batch rows cost a top-k over the rows so far; only when someone logs them
+        adapter.batch_callbacks.append(BatchRows(adapter, logger, k=int(cfg.hubness.k),
+                                                 every=int((cfg.get("logger") or {}).get("log_every", 1))))
     status = "failed"
     try:
         t_adapt = time.time()
