@@ -118,3 +118,257 @@ def test_non_finite_loss_skips_the_update_and_is_counted(tiny_cache, tmp_path, m
     assert res["counters"]["nonfinite_losses"] == 3  # step 1 of each of the 3 batches
     assert res["counters"]["updates"] == 6 and res["counters"]["skipped_updates"] == 3
     assert all(v == v for v in res["retrieval"].values())  # no NaN reached the metrics
+
+
+# ------------------------------------------------------------------------------------------------------ bad inputs
+# An MSR-VTT-format dataset (JSFusion CSV + videos/) of real files: good tiny clips plus one of each bad input, run
+# with a converted official-layout checkpoint (the real path). Every problem has an exact, asserted behaviour.
+from tests.test_readers_real_formats import tiny_video  # noqa: E402
+from tests.test_real_path_e2e import official_checkpoints  # noqa: E402,F401 - fixture
+from tta.data.cache import FrameCache, limit_side  # noqa: E402
+from tta.data.readers.msrvtt import VideoTextPair, write_jsfusion_test_csv  # noqa: E402
+from tta.data.screen import BadInputError, screen_pairs  # noqa: E402
+from tta.metrics import retrieval_metrics  # noqa: E402
+
+N_GOOD = 14
+LONG_CAPTION = " ".join(["a red square slides slowly across a quiet green field"] * 12)  # ~120 tokens > 77
+
+
+def _write(path: Path, frames: list, codec: str = "mpeg4", pix: str = "yuv420p", fmt: str = "rgb24") -> None:
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(codec, rate=4)
+        stream.height, stream.width = frames[0].shape[:2] if frames else (24, 32)
+        stream.pix_fmt = pix
+        if codec == "libx264":
+            stream.options = {"preset": "ultrafast"}
+        out.start_encoding()  # writes the header even when no frame follows (the zero-frame file)
+        for a in frames:
+            for pkt in stream.encode(av.VideoFrame.from_ndarray(a, format=fmt)):
+                out.mux(pkt)
+        for pkt in stream.encode():
+            out.mux(pkt)
+
+
+def _bad_dataset(root: Path) -> dict[str, str]:
+    """Writes the dataset; returns {video id: what is special about it}."""
+    import numpy as np
+
+    vids = root / "videos"
+    pairs, kind = [], {}
+
+    def good(path: Path, value: int) -> None:  # 12 frames of 32x24: neither short nor tiny
+        _write(path, [np.full((24, 32, 3), value, np.uint8)] * 12)
+
+    for i in range(N_GOOD):
+        good(vids / f"video{i}.mp4", 8 + 17 * i)
+        pairs.append(VideoTextPair(f"video{i}", f"clip number {i} in shade {8 + 17 * i}", f"ret{i}"))
+
+    def add(vid: str, what: str, caption: str | None = None):
+        kind[vid] = what
+        pairs.append(VideoTextPair(vid, caption if caption is not None else f"the {what} clip", f"ret{len(pairs)}"))
+
+    add("video100", "missing")  # no file at all
+    good(vids / "video101.mp4", 50)
+    data = (vids / "video101.mp4").read_bytes()
+    (vids / "video101.mp4").write_bytes(data[: len(data) // 3])
+    add("video101", "truncated")
+    (vids / "video102.mp4").write_bytes(bytes(range(256)) * 40)
+    add("video102", "garbage")
+    _write(vids / "video103.mp4", [])
+    add("video103", "zero_frames")
+    _write(vids / "video104.mp4", [np.full((24, 32, 3), 120, np.uint8)])
+    add("video104", "one_frame")
+    _write(vids / "video105.mp4", [np.full((24, 32, 3), 10 * t, np.uint8) for t in range(5)])
+    add("video105", "five_frames")
+    _write(vids / "video106.mkv", [np.full((24, 32), 90, np.uint8)] * 12, codec="ffv1", pix="gray", fmt="gray")
+    add("video106", "grayscale")
+    rgba = np.zeros((24, 32, 4), np.uint8)
+    rgba[..., 0], rgba[..., 3] = 200, 60
+    _write(vids / "video107.mov", [rgba] * 12, codec="png", pix="rgba", fmt="rgba")
+    add("video107", "rgba")
+    _write(vids / "video108.mp4", [np.full((8, 8, 3), 70, np.uint8)] * 12)
+    add("video108", "tiny")
+    big = np.zeros((1440, 2560, 3), np.uint8)
+    big[:, :1280] = 200
+    _write(vids / "video109.mp4", [big] * 3, codec="libx264")
+    add("video109", "huge")
+    good(vids / "video110.mp4", 33)
+    add("video110", "empty_caption", caption="")
+    good(vids / "video111.mp4", 44)
+    add("video111", "blank_caption", caption="   \t ")
+    good(vids / "video112.mp4", 55)
+    add("video112", "emoji", caption="a 🐶 runs über the café lawn ✨")
+    good(vids / "video113.mp4", 66)
+    add("video113", "long_caption", caption=LONG_CAPTION)
+    write_jsfusion_test_csv(root / "MSRVTT_JSFUSION_test.csv", pairs)
+    return kind
+
+
+@pytest.fixture(scope="module")
+def bad_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad-msrvtt")
+    return root, _bad_dataset(root)
+
+
+def _bad_cfg(root: Path, ckpt: Path, tmp: Path, *extra: str):
+    return compose("run", ["data=msrvtt", f"data.root={root}", "model=clip4clip", "model.arch=custom",
+                           f"model.checkpoint={ckpt}", f"paths.cache_dir={tmp / 'cache'}", "trainer.accelerator=cpu",
+                           "trainer.progress_bar=false", "hubness.k=3", "save.sims=true", *extra])
+
+
+def test_each_bad_input_is_skipped_or_repaired_and_counted(bad_root, official_checkpoints, tmp_path):  # noqa: F811
+    root, kind = bad_root
+    res = run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "task=v2t"), tmp_path / "run")
+    skipped = {s["video_id"]: s["reason"] for s in res["skipped"]["items"]}
+    assert skipped == {"video100": "missing_video", "video101": "undecodable_video",
+                       "video102": "undecodable_video", "video103": "undecodable_video",
+                       "video110": "empty_caption", "video111": "empty_caption"}
+    assert res["skipped"]["n"] == 6
+    assert res["skipped"]["reasons"] == {"empty_caption": 2, "missing_video": 1, "undecodable_video": 3}
+    detail = {s["video_id"]: s["detail"] for s in res["skipped"]["items"]}
+    assert "does not exist" in detail["video100"] and "VideoDecodeError" in detail["video102"]
+    notes = {k: v["items"] for k, v in res["input_notes"].items()}
+    assert notes == {"downscaled": ["video109"], "long_caption": ["ret27"],
+                     "short_video": ["video104", "video105", "video109"], "tiny_video": ["video108"]}
+    assert res["num_pairs_read"] == N_GOOD + 14 and res["num_queries"] == res["num_gallery"] == N_GOOD + 8
+    # the metrics are exactly those of the kept pairs: the scored matrix has one finite row per kept query
+    sims = torch.load(tmp_path / "run" / "sims.pt").float()
+    assert sims.shape == (N_GOOD + 8, N_GOOD + 8) and torch.isfinite(sims).all()
+    expect = retrieval_metrics(sims, torch.arange(len(sims)))
+    assert res["retrieval"]["R@1"] == pytest.approx(expect["R@1"], abs=0.2)  # fp16 sims.pt vs fp32 scores
+
+
+def test_repaired_videos_decode_as_documented(bad_root, tmp_path):
+    root, _ = bad_root
+    vids = root / "videos"
+    frames = FrameCache(tmp_path / "fc", 12, max_side=1920)
+    gray = frames.get(str(vids / "video106.mkv"))
+    assert gray.shape == (12, 24, 32, 3) and torch.equal(gray[..., 0], gray[..., 2]) and int(gray[0, 0, 0, 0]) == 90
+    rgba = frames.get(str(vids / "video107.mov"))  # alpha dropped, not composited
+    assert rgba.shape == (12, 24, 32, 3) and rgba[0, 0, 0].tolist() == [200, 0, 0]
+    one = frames.get(str(vids / "video104.mp4"))
+    assert one.shape == (12, 24, 32, 3) and torch.equal(one[0], one[-1])  # one frame, repeated
+    huge = frames.get(str(vids / "video109.mp4"))
+    assert huge.shape == (12, 1080, 1920, 3)  # 2560x1440 -> longer side 1920, aspect kept
+    assert int(huge[0, 540, 400, 0]) > 190 and int(huge[0, 540, 1500, 0]) < 10  # left half bright, right dark
+    assert frames.oversize(str(vids / "video109.mp4")) and not frames.oversize(str(vids / "video104.mp4"))
+    x = torch.randint(0, 255, (2, 40, 60, 3), dtype=torch.uint8)
+    assert limit_side(x, 60) is x and limit_side(x, 30).shape == (2, 20, 30, 3)
+
+
+def test_t2v_query_of_a_bad_video_leaves_with_its_gallery_item(bad_root, official_checkpoints, tmp_path):  # noqa: F811
+    root, _ = bad_root
+    res = run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "task=t2v", "adapter=tcr"), tmp_path / "r")
+    assert res["skipped"]["n"] == 6 and res["num_gallery"] == res["num_queries"] == N_GOOD + 8
+    assert res["task"] == "t2v" and 0 <= res["retrieval"]["R@1"] <= 100
+
+
+def test_on_bad_error_lists_every_problem(bad_root, official_checkpoints, tmp_path):  # noqa: F811
+    root, _ = bad_root
+    with pytest.raises(BadInputError, match=r"(?s)6 of 28 test pair\(s\) cannot be used.*missing_video: video100"
+                                            r".*undecodable_video: video101.*inputs.on_bad=skip"):
+        run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "inputs.on_bad=error"), tmp_path / "r")
+    assert not (tmp_path / "r" / "results.json").exists()
+
+
+def test_duplicates_too_few_frames_and_nothing_left(bad_root, tmp_path):
+    root, _ = bad_root
+    vids = root / "videos"
+    frames = FrameCache(None)
+    pairs = [VideoTextPair("video1", "a", "r1", str(vids / "video1.mp4")),
+             VideoTextPair("video2", "b", "r2", str(vids / "video2.mp4")),
+             VideoTextPair("video1", "c", "r3", str(vids / "video1.mp4")),
+             VideoTextPair("video104", "d", "r4", str(vids / "video104.mp4"))]
+    with pytest.raises(BadInputError, match=r"repeats 1 video id\(s\) \(video1; 1 extra.*inputs.duplicates=first"):
+        screen_pairs(pairs, frames)
+    kept, report = screen_pairs(pairs, frames, duplicates="first", min_frames=2)
+    assert [p.caption_id for p in kept] == ["r1", "r2"]
+    assert report.skipped_record()["reasons"] == {"duplicate_video_id": 1, "too_few_frames": 1}
+    with pytest.raises(BadInputError, match="none of the 1 test pair"):
+        screen_pairs([VideoTextPair("x", "", "r", str(vids / "video1.mp4"))], frames)
+
+
+def test_msrvtt_reader_rejects_duplicate_test_ids(tmp_path):
+    tiny_video(tmp_path / "videos" / "video1.mp4", 10)
+    write_jsfusion_test_csv(tmp_path / "MSRVTT_JSFUSION_test.csv",
+                            [VideoTextPair("video1", "a", "ret0"), VideoTextPair("video1", "b", "ret1")])
+    cfg = compose("run", ["data=msrvtt", f"data.root={tmp_path}"])
+    from tta.data.registry import load_pairs
+
+    with pytest.raises(ValueError, match="video1"):
+        load_pairs(cfg.data, "test", tmp_path / "cache")
+
+
+@pytest.mark.parametrize("n,batch,k,ok", [(5, 16, 3, True), (21, 16, 3, True), (5, 16, 10, False)])
+def test_small_gallery_partial_batch_and_k(bad_root, official_checkpoints, tmp_path, n, batch, k, ok):  # noqa: F811
+    root, _ = bad_root
+    cfg = _bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "adapter=hatvtr", f"data.subset={n}",
+                   f"batch_size={batch}", f"hubness.k={k}")
+    if not ok:
+        with pytest.raises(BadInputError, match=r"only 5 usable test pair\(s\), but hubness.k=10 .*at most 4"):
+            run(cfg, tmp_path / "r")
+        return
+    res = run(cfg, tmp_path / "r")
+    kept = n if n <= N_GOOD else n - 4  # rows 14..20 hold 4 skipped pairs (missing/truncated/garbage/zero)
+    history = json.loads((tmp_path / "r" / "history.json").read_text())
+    sizes = [h["size"] for h in history]
+    assert sum(sizes) == kept == res["num_queries"] and all(s == batch for s in sizes[:-1]) and sizes[-1] <= batch
+    assert res["counters"]["updates"] > 0 and all(v == v for v in res["retrieval"].values())
+
+
+def test_non_finite_query_scores_are_excluded(bad_root, official_checkpoints, tmp_path, monkeypatch):  # noqa: F811
+    from tta.adapters.base import OnlineAdapter
+
+    root, _ = bad_root
+    cfg = _bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, f"data.subset={N_GOOD}")
+    clean = run(cfg, tmp_path / "clean")
+    original = OnlineAdapter.encode_queries
+
+    def poisoned(self, batch):
+        feats = original(self, batch)
+        bad = torch.isin(batch["index"], torch.tensor([2, 9])).to(feats.device)
+        return torch.where(bad.view(-1, *[1] * (feats.ndim - 1)), torch.full_like(feats, float("nan")), feats)
+
+    monkeypatch.setattr(OnlineAdapter, "encode_queries", poisoned)
+    res = run(cfg, tmp_path / "nan")
+    assert res["skipped"]["reasons"] == {"nonfinite_scores": 2}
+    assert [s["video_id"] for s in res["skipped"]["items"]] == ["video2", "video9"]
+    sims = torch.load(tmp_path / "clean" / "sims.pt").float()
+    keep = torch.ones(N_GOOD, dtype=torch.bool)
+    keep[[2, 9]] = False
+    expect = retrieval_metrics(sims[keep], torch.arange(N_GOOD)[keep])
+    assert res["retrieval"]["R@1"] == pytest.approx(expect["R@1"], abs=1e-6)
+    assert clean["skipped"]["n"] == 0
+
+
+def test_non_finite_gallery_features_are_an_error(bad_root, official_checkpoints, tmp_path, monkeypatch):  # noqa: F811
+    import tta.run as runner
+
+    root, _ = bad_root
+    original = runner.encode_texts
+    monkeypatch.setattr(runner, "encode_texts", lambda model, texts: original(model, texts) * float("inf"))
+    with pytest.raises(FloatingPointError, match=r"NaN/inf features for 14 text gallery item\(s\)"):
+        run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, f"data.subset={N_GOOD}"), tmp_path / "r")
+
+
+def test_wrong_architecture_checkpoint_is_a_clear_error(bad_root, official_checkpoints, tmp_path):  # noqa: F811
+    root, _ = bad_root
+    with pytest.raises(Exception, match=r"(?i)checkpoint") as info:
+        run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "model.arch=ViT-B-32"), tmp_path / "r")
+    assert "ViT-B-32" in str(info.value)
+
+
+def test_cli_errors_are_one_clear_message(tmp_path):
+    base = [sys.executable, "-m", "tta.run", f"hydra.run.dir={tmp_path}"]
+    sev = subprocess.run([*base, "shift=gaussian", "shift.severity=9"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300)
+    assert sev.returncode == 2
+    assert "error: severity 9 is out of range for shift 'gaussian'; valid severities: [1, 2, 3, 4, 5]" in sev.stderr
+    assert "Traceback" not in sev.stderr
+    for group, name in (("adapter", "hatvrt"), ("shift", "gausian"), ("model", "xpol")):
+        out = subprocess.run([*base, f"{group}={name}"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert out.returncode == 1 and f"Could not find '{group}/{name}'" in out.stderr, out.stderr
+        assert f"Available options in '{group}'" in out.stderr and "Traceback" not in out.stderr

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ from torch.utils.data import DataLoader
 from tta.adapters.base import RESET_POLICIES, OnlineAdapter
 from tta.data.cache import FrameCache
 from tta.data.registry import load_pairs
+from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
+from tta.data.video import VideoDecodeError
 from tta.metrics import hubness_metrics, k_occurrence, retrieval_metrics
 from tta.models.encode import encode_texts, encode_videos
 from tta.models.factory import model_from_config
@@ -77,6 +80,12 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
         items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
         frames.warm([p.video_path for p in pairs], "decoding gallery videos")
         feats = encode_videos(model, items.clip, len(pairs))
+    bad = (~torch.isfinite(feats.reshape(len(pairs), -1)).all(dim=1)).nonzero().flatten().tolist()
+    if bad:
+        ids = [pairs[i].video_id if side == "video" else pairs[i].caption_id for i in bad[:5]]
+        raise FloatingPointError(f"the source model gives NaN/inf features for {len(bad)} {side} gallery item(s) "
+                                 f"(e.g. {ids}); the checkpoint ({cfg.model.checkpoint}) or these inputs are broken "
+                                 "- no metric would be valid")
     if gcopy is None:
         atomic_torch_save(file, feats)
     log.info("encoded the %s gallery (%d items) in %.1f s; cached at %s", side, len(pairs), time.time() - start, file)
@@ -196,6 +205,14 @@ def _checked(shift: ShiftSpec) -> ShiftSpec:
     return shift
 
 
+def _check_gallery_size(n: int, cfg: DictConfig) -> None:
+    """The k-occurrence of hubness@k needs more gallery items than k (the usable pairs after screening)."""
+    k = int(cfg.hubness.k)
+    if n <= k:
+        raise BadInputError(f"only {n} usable test pair(s), but hubness.k={k} needs a gallery of more than {k} "
+                            f"items; use more data (data.subset) or a smaller hubness.k (at most {max(1, n - 1)})")
+
+
 def _metrics(sims: torch.Tensor, gt: torch.Tensor, cfg: DictConfig) -> tuple[dict, dict]:
     k = int(cfg.hubness.k)
     hub = hubness_metrics(sims, k=k)
@@ -229,8 +246,14 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if cfg.data.subset:
         pairs = pairs[: int(cfg.data.subset)]
     if len(pairs) == 0:
-        raise ValueError("the test split is empty")
-    frames = FrameCache(cache / "frames", cfg.data.num_frames)
+        raise BadInputError(f"the test split of data={cfg.data.name} is empty; check its annotation files")
+    inputs = cfg.get("inputs") or {}
+    frames = FrameCache(cache / "frames", cfg.data.num_frames, max_side=inputs.get("max_side"))
+    num_read = len(pairs)
+    pairs, report = screen_pairs(pairs, frames, model.tokenizer, on_bad=inputs.get("on_bad", "skip"),
+                                 duplicates=inputs.get("duplicates", "error"),
+                                 min_frames=int(inputs.get("min_frames", 1)))
+    _check_gallery_size(len(pairs), cfg)
     copy = PerturbedCopy(cfg.shift.from_copy, shift) if single and cfg.shift.get("from_copy") else None
     for s in shifts:  # occlusion boxes, event-insertion donor pool (spec/mlvp.md §4.9, §4.11), before any adaptation
         if s.kind == "video" and copy is None:
@@ -293,8 +316,8 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
             adapter.setup("test")
             adapter.load_resume_state(state)
         adapt_s = time.time() - t_adapt
-        results = _score(cfg, adapter, shifts, pairs, gt, train_data, checkpoint, query_side, run_dir, copy,
-                         time_s={"total": time.time() - t_start, "adapt": adapt_s,
+        results = _score(cfg, adapter, shifts, pairs, gt, train_data, checkpoint, query_side, run_dir, copy, report,
+                         num_read, time_s={"total": time.time() - t_start, "adapt": adapt_s,
                                  "per_query_ms": 1000.0 * adapt_s / max(1, len(pairs) * len(shifts)),
                                  "resumed_at_batch": start_batch})
         logger.log_results(results)
@@ -307,18 +330,30 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
 
 def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pairs, gt: torch.Tensor,
            train_data: DictConfig, checkpoint, query_side: str, run_dir: Path, copy: PerturbedCopy | None,
-           time_s: dict) -> dict[str, Any]:
-    """Metrics of the scored stream, written to the run directory; returns the results record."""
+           report: InputReport, num_read: int, time_s: dict) -> dict[str, Any]:
+    """Metrics of the scored stream, written to the run directory; returns the results record.
+
+    Rows whose scores are not finite (a query the adapted model turned into NaN/inf) are excluded from the
+    metrics and counted in ``skipped`` (reason ``nonfinite_scores``); a run with no finite row fails.
+    """
     single, shift = len(shifts) == 1, shifts[0]
     sims, order = adapter.scores()
     if not torch.equal(order, gt.repeat(len(shifts))):
         raise RuntimeError("scored rows are not in stream order")
-    if not torch.isfinite(sims).all():
-        raise FloatingPointError("the scored similarity matrix contains NaN/inf; the run's metrics would be invalid")
+    finite = torch.isfinite(sims).all(dim=1)
+    if not finite.any():
+        raise FloatingPointError("every scored row contains NaN/inf: the adapted model diverged; no metric is "
+                                 "valid (see the counters and history.json for skipped updates)")
+    for row in (~finite).nonzero().flatten().tolist():
+        seg, i = divmod(row, len(pairs))
+        report.skip(pairs[i], i, "nonfinite_scores", f"segment {seg} ({shifts[seg].name})")
+    if not finite.all():
+        log.warning("%d scored row(s) contain NaN/inf; they are excluded from the metrics and counted in "
+                    "results.json 'skipped'", int((~finite).sum()))
 
     per_segment = []
-    for s, rows in zip(shifts, sims.split(len(pairs)), strict=True):
-        retrieval, hub = _metrics(rows, gt, cfg)
+    for s, rows, ok in zip(shifts, sims.split(len(pairs)), finite.split(len(pairs)), strict=True):
+        retrieval, hub = _metrics(rows[ok], gt[ok], cfg)
         per_segment.append({"shift": s.name, "severity": s.severity, "retrieval": retrieval, "hubness": hub})
     if single:
         retrieval, hub = per_segment[0]["retrieval"], per_segment[0]["hubness"]
@@ -334,7 +369,8 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
         "scenario": cfg.scenario.name, "train_data": train_data.name, "checkpoint": str(checkpoint),
         "shift": shift.name if single else "stream", "severity": shift.severity if single else 0,
         "data": cfg.data.name, "seed": int(cfg.seed), "shifted_side": shifted,
-        "num_queries": len(pairs), "num_gallery": int(sims.shape[1]),
+        "num_queries": len(pairs), "num_gallery": int(sims.shape[1]), "num_pairs_read": num_read,
+        "skipped": report.skipped_record(), "input_notes": report.notes_record(),
         "retrieval": retrieval,
         "hubness": hub,
         "median_convention": cfg.metrics.median,
@@ -344,15 +380,17 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
         "config": OmegaConf.to_container(cfg, resolve=True),
         **_shift_record(shift, pairs, copy),
     }
-    results["collapse"] = collapse_check(sims, float(cfg.get("collapse_share", 0.5)))
+    results["collapse"] = collapse_check(sims[finite], float(cfg.get("collapse_share", 0.5)))
     if not single:
         results["reset_policy"] = adapter.reset_policy
         results["segments"] = per_segment
     atomic_write_json(run_dir / "results.json", results)
     atomic_write_json(run_dir / "history.json", [vars(r) for r in adapter.history])
     if cfg.save.k_occurrence:
-        counts = [k_occurrence(rows, 15).tolist() for rows in sims.split(len(pairs))]
-        atomic_write_json(run_dir / "k_occurrence.json", {"k": 15, "counts": counts[-1], "per_segment": counts})
+        k_hist = min(15, sims.shape[1])  # N_15 (Fig. 2), or N_G for a gallery smaller than 15
+        counts = [k_occurrence(rows[ok], k_hist).tolist()
+                  for rows, ok in zip(sims.split(len(pairs)), finite.split(len(pairs)), strict=True)]
+        atomic_write_json(run_dir / "k_occurrence.json", {"k": k_hist, "counts": counts[-1], "per_segment": counts})
     if cfg.save.sims:
         atomic_torch_save(run_dir / "sims.pt", sims.half())
     head = int(cfg.save.get("sims_head") or 0)
@@ -418,12 +456,24 @@ def print_results(results: dict[str, Any]) -> None:
     console.print(f"time: total {t['total']:.1f} s, adaptation {t['adapt']:.1f} s ({t['per_query_ms']:.1f} ms/query)")
 
 
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError, VideoDecodeError)
+
+
 @hydra.main(config_path="../conf", config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
-    run_dir = HydraConfig.get().runtime.output_dir
-    results = run(cfg, run_dir)
+    hc = HydraConfig.get()
+    run_dir = hc.runtime.output_dir
+    try:
+        results = run(cfg, run_dir)
+    except USER_ERRORS as e:  # what the user can fix: one clear message, no stack trace (multiruns record it)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or hc.mode == RunMode.MULTIRUN:
+            raise
+        log.error("%s: %s", type(e).__name__, e)
+        print(f"error: {e}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
+        sys.exit(2)
     print_results(results)
     log.info("results written to %s", Path(run_dir) / "results.json")
 

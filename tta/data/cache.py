@@ -11,6 +11,10 @@ real video is tens to hundreds of MB (an MSR-VTT clip of 10-30 s at 320×240 is 
 few hundred KB for the 12 sampled frames; a disk cache of full decodes would multiply the dataset by ~100 for a
 gain only on repeated runs of the same group-B shift. To reuse group-B results, write a perturbed copy once with
 ``python -m tta.perturb`` and read it with ``shift.from_copy``.
+
+Huge frames: with ``max_side`` set (``inputs.max_side`` of a run), frames whose longer side exceeds it are
+downscaled right after decoding (area-preserving, aspect kept), before any shift. Perturbations then act on the
+reduced frames; :func:`tta.data.screen.screen_pairs` counts such videos in ``results.json`` ``input_notes``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch
 
 from tta.data.frames import uniform_frame_indices
 from tta.data.transforms import pad_frames
-from tta.data.video import read_all_frames, read_frames, video_frame_count
+from tta.data.video import read_all_frames, read_frames, video_frame_count, video_size
 from tta.utils.io import atomic_write_bytes
 from tta.utils.progress import progress_iter
 
@@ -40,11 +44,14 @@ class FrameCache:
     Args:
         root: cache directory (``None`` disables the disk cache: every call decodes).
         num_frames: frames per video (12 in the protocol).
+        max_side: downscale decoded frames whose longer side exceeds this many pixels (``None``: never).
     """
 
-    def __init__(self, root: str | os.PathLike | None, num_frames: int = 12):
+    def __init__(self, root: str | os.PathLike | None, num_frames: int = 12, max_side: int | None = None):
         self.root = Path(root) if root else None
         self.num_frames = num_frames
+        self.max_side = int(max_side) if max_side else None
+        self._sizes: dict[str, tuple[int, int] | None] = {}
         self._indices: dict[str, list[int]] = {}
         if self.root:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -56,20 +63,35 @@ class FrameCache:
             self._indices[path] = uniform_frame_indices(video_frame_count(path), self.num_frames)
         return self._indices[path]
 
-    @staticmethod
-    def decode_all(path: str) -> tuple[torch.Tensor, float]:
+    def size(self, path: str) -> tuple[int, int] | None:
+        """(height, width) of ``path`` from its header (memoised); None if unknown."""
+        if path not in self._sizes:
+            self._sizes[path] = video_size(path)
+        return self._sizes[path]
+
+    def oversize(self, path: str) -> bool:
+        """Whether ``path``'s frames exceed ``max_side`` (header size) and are therefore downscaled."""
+        if not self.max_side:
+            return False
+        size = self.size(path)
+        return size is not None and max(size) > self.max_side
+
+    def decode_all(self, path: str) -> tuple[torch.Tensor, float]:
         """Every decoded frame of ``path``, uint8 (T, H, W, 3), and its frame rate; never cached (see above)."""
-        return read_all_frames(os.fspath(path))
+        frames, fps = read_all_frames(os.fspath(path))
+        return limit_side(frames, self.max_side), fps
 
     def _key(self, path: str) -> str:
         st = os.stat(path)
         blob = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|uniform|{self.num_frames}"
+        if self.oversize(path):  # only a downscaled entry depends on max_side; the others keep their keys
+            blob += f"|max{self.max_side}"
         return hashlib.sha1(blob.encode()).hexdigest()
 
     def decode(self, path: str) -> torch.Tensor:
         """Decode the uniform frames of ``path`` (no cache): uint8 (num_frames, H, W, 3)."""
         frames = read_frames(path, self.indices(path))
-        return pad_frames(frames, self.num_frames)
+        return pad_frames(limit_side(frames, self.max_side), self.num_frames)
 
     def get(self, path: str) -> torch.Tensor:
         """Cached uint8 (num_frames, H, W, 3) frames of ``path``."""
@@ -95,3 +117,18 @@ class FrameCache:
         missing = [p for p in paths if not (self.root / f"{self._key(p)}.npy").exists()]
         for p in progress_iter(missing, len(missing), description):
             self.get(p)
+
+
+def limit_side(frames: torch.Tensor, max_side: int | None) -> torch.Tensor:
+    """uint8 (T, H, W, 3) frames downscaled so that max(H, W) <= ``max_side`` (aspect kept; a no-op if within)."""
+    if not max_side or max(frames.shape[1], frames.shape[2]) <= max_side:
+        return frames
+    h, w = frames.shape[1], frames.shape[2]
+    scale = max_side / max(h, w)
+    size = (max(1, round(h * scale)), max(1, round(w * scale)))
+    out = []
+    for chunk in frames.split(16):  # bounded float memory for long, huge clips
+        x = chunk.permute(0, 3, 1, 2).float()
+        x = torch.nn.functional.interpolate(x, size=size, mode="area")
+        out.append(x.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
+    return torch.cat(out).contiguous()

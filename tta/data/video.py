@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import numpy as np
 import torch
@@ -31,6 +32,7 @@ __all__ = [
     "VideoDecodeError",
     "VideoNotFoundError",
     "video_frame_count",
+    "video_size",
     "read_frames",
     "read_all_frames",
     "ensure_rgb",
@@ -158,12 +160,26 @@ def video_frame_count(path: PathLike) -> int:
         raise VideoDecodeError(f"Could not read the frame count of {path!r}: {err}. {_REENCODE_HINT}") from err
 
 
+def video_size(path: PathLike) -> tuple[int, int] | None:
+    """``(height, width)`` of the first video stream from the container header (no decoding); ``None`` if unknown."""
+    try:
+        import av
+
+        with av.open(os.fspath(path)) as container:
+            if not container.streams.video:
+                return None
+            ctx = container.streams.video[0].codec_context
+            return (int(ctx.height), int(ctx.width)) if ctx.height and ctx.width else None
+    except Exception:  # noqa: BLE001 - a header PyAV cannot read: decoding will report the real problem
+        return None
+
+
 def _tolerance(count: int) -> int:
     """Number of frames that may be missing from a video whose container reports ``count`` frames."""
     return max(MISSING_FRAMES_MIN, math.ceil(MISSING_FRAMES_TOLERANCE * count))
 
 
-def _read_decord(path: str, indices: Optional[list[int]], num_frames: int) -> np.ndarray:
+def _read_decord(path: str, indices: list[int] | None, num_frames: int) -> np.ndarray:
     """Decodes the requested frames with decord (raises on any failure)."""
     vr = _decord_reader(path)
     count = len(vr)
@@ -177,7 +193,7 @@ def _read_decord(path: str, indices: Optional[list[int]], num_frames: int) -> np
     return vr.get_batch(clamped).asnumpy()
 
 
-def _read_pyav(path: str, indices: Optional[list[int]], num_frames: int, strict: bool) -> np.ndarray:
+def _read_pyav(path: str, indices: list[int] | None, num_frames: int, strict: bool) -> np.ndarray:
     """Decodes sequentially with PyAV and keeps the requested frames (clamping past the last decodable one)."""
     import av
 
@@ -200,7 +216,7 @@ def _read_pyav(path: str, indices: Optional[list[int]], num_frames: int, strict:
             indices = uniform_frame_indices(expected, num_frames)
         wanted, last_needed = set(indices), max(indices)
         kept: dict[int, np.ndarray] = {}
-        last: Optional[np.ndarray] = None
+        last: np.ndarray | None = None
         decoded, error = 0, None
         try:
             for frame in container.decode(stream):
@@ -231,7 +247,7 @@ def _read_pyav(path: str, indices: Optional[list[int]], num_frames: int, strict:
 
 def read_frames(
     path: PathLike,
-    indices: Optional[Sequence[int]] = None,
+    indices: Sequence[int] | None = None,
     num_frames: int = 12,
     strict: bool = True,
     backend: str = "auto",

@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
 JSFUSION_COLUMNS = ("key", "vid_key", "video_id", "sentence")
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".webm", ".mkv")
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 
 
 @dataclass

@@ -1,0 +1,185 @@
+"""Input screening: what a run does with test pairs it cannot use (the bad-input policy; README "Bad input").
+
+Before any encoding, :func:`screen_pairs` checks every (video, caption) pair of the test split once:
+
+========================  =====================================================================================
+problem                   behaviour
+========================  =====================================================================================
+duplicate video id        ``inputs.duplicates=error`` (default): a clear error naming the ids (the online runner
+                          scores one ground truth per query, so a repeated video would make its other copies
+                          count as wrong answers); ``first``: keep the first pair, skip the rest
+empty / whitespace        skipped (``empty_caption``)
+caption
+missing video file        skipped (``missing_video``)
+corrupt / truncated /     skipped (``undecodable_video``, with the decoder's message); a file whose decodable
+zero-frame video          frames fall short of its header by more than the tolerance of :mod:`tta.data.video`
+                          counts as truncated
+fewer decodable frames    skipped (``too_few_frames``)
+than ``inputs.min_frames``
+fewer frames than         kept: the uniform indices repeat frames (MLVP §2.1); counted in ``input_notes``
+requested (e.g. 1 frame)  (``short_video``)
+grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.data.video`
+tiny video (e.g. 8x8)     kept: upsampled by the CLIP transform; counted (``tiny_video``, short side < 16)
+huge video                kept: downscaled to ``inputs.max_side`` right after decoding; counted (``downscaled``)
+caption longer than the   kept: truncated by the tokenizer at its context length, as CLIP4Clip and X-Pool do;
+text context              counted (``long_caption``)
+non-ASCII / emoji caption kept: the tokenizer's own handling (byte-level BPE for CLIP, [UNK] for WordPiece)
+========================  =====================================================================================
+
+A skipped pair leaves the run whole — its query row and its gallery item — so a caption whose video cannot be
+decoded is not a t2v query whose ground truth is missing from the gallery. Skips are listed in ``results.json``
+``"skipped"`` (``n``, ``reasons``, ``items``) and ``num_queries`` is what remains; the metrics are over the
+remaining pairs. ``inputs.on_bad=error`` turns every skip into one error that lists them. Rows whose scores turn
+out non-finite after adaptation are excluded from the metrics by the runner and counted the same way
+(``nonfinite_scores``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tta.data.cache import FrameCache
+from tta.data.readers.msrvtt import VideoTextPair
+from tta.utils.progress import progress_iter
+
+log = logging.getLogger(__name__)
+
+SKIP_REASONS = ("duplicate_video_id", "empty_caption", "missing_video", "undecodable_video", "too_few_frames",
+                "nonfinite_scores")
+TINY_SIDE = 16
+MAX_LISTED = 200  # items listed per note / in "skipped.items" (the counts are always complete)
+
+
+class BadInputError(ValueError):
+    """The test data cannot be used as given (the message says what is wrong and what to do)."""
+
+
+@dataclass
+class InputReport:
+    """Skipped pairs and counted repairs of one run (``results.json`` ``skipped`` and ``input_notes``)."""
+
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+    def skip(self, pair: VideoTextPair, index: int, reason: str, detail: str = "") -> None:
+        self.skipped.append({"index": index, "video_id": pair.video_id, "caption_id": pair.caption_id,
+                             "reason": reason, "detail": detail})
+
+    def note(self, name: str, item: str) -> None:
+        self.notes.setdefault(name, []).append(item)
+
+    def skipped_record(self) -> dict[str, Any]:
+        reasons = Counter(s["reason"] for s in self.skipped)
+        return {"n": len(self.skipped), "reasons": dict(sorted(reasons.items())), "items": self.skipped[:MAX_LISTED]}
+
+    def notes_record(self) -> dict[str, Any]:
+        return {k: {"n": len(v), "items": v[:MAX_LISTED]} for k, v in sorted(self.notes.items())}
+
+    def summary(self) -> str:
+        lines = [f"  {s['reason']}: {s['video_id']} / {s['caption_id']}" + (f" ({s['detail']})" if s["detail"] else "")
+                 for s in self.skipped[:10]]
+        more = f"\n  ... and {len(self.skipped) - 10} more" if len(self.skipped) > 10 else ""
+        return "\n".join(lines) + more
+
+
+def _decode_problem(frames: FrameCache, path: str, min_frames: int) -> tuple[str, str] | None:
+    """(reason, detail) when the video cannot be used, else None (the frames are now in the cache)."""
+    if not os.path.isfile(path):
+        return "missing_video", f"video file {path} does not exist"
+    try:
+        frames.get(path)
+        distinct = len(set(frames.indices(path)))
+    except FileNotFoundError as e:
+        return "missing_video", str(e)
+    except Exception as e:  # noqa: BLE001 - any decoder failure makes this one video unusable, not the run
+        return "undecodable_video", f"{type(e).__name__}: {e}"
+    if distinct < min_frames:
+        return "too_few_frames", f"{distinct} decodable frame(s) < inputs.min_frames={min_frames}"
+    return None
+
+
+def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=None, *, on_bad: str = "skip",
+                 duplicates: str = "error", min_frames: int = 1, decode: bool = True,
+                 description: str = "checking test videos") -> tuple[list[VideoTextPair], InputReport]:
+    """Check every pair once (decoding its video into ``frames``); return the usable pairs and the report.
+
+    Args:
+        pairs: the test split in file order.
+        frames: the run's frame cache (its ``max_side`` decides what is downscaled).
+        tokenizer: the model's tokenizer (``num_tokens`` and ``context_length``) for the long-caption count.
+        on_bad: ``skip`` (drop and count) or ``error`` (raise :class:`BadInputError` listing every problem).
+        duplicates: ``error`` or ``first`` for repeated video ids.
+        min_frames: fewest distinct decodable frames a usable video has.
+        decode: decode the videos (False only checks captions, ids and that files exist).
+
+    Raises:
+        BadInputError: for an unknown policy, duplicate ids under ``duplicates=error``, any problem under
+            ``on_bad=error``, or when no pair is left.
+    """
+    if on_bad not in ("skip", "error"):
+        raise BadInputError(f"inputs.on_bad must be 'skip' or 'error', got {on_bad!r}")
+    if duplicates not in ("error", "first"):
+        raise BadInputError(f"inputs.duplicates must be 'error' or 'first', got {duplicates!r}")
+    report = InputReport()
+    seen: dict[str, int] = {}
+    dupes = [(i, p) for i, p in enumerate(pairs) if seen.setdefault(p.video_id, i) != i]
+    if dupes and duplicates == "error":
+        ids = sorted({p.video_id for _, p in dupes})
+        raise BadInputError(
+            f"the test split repeats {len(ids)} video id(s) ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}; "
+            f"{len(dupes)} extra pair(s)). The online runner scores one ground-truth item per query, so a repeated "
+            "video would count its other copies as wrong answers. Use a one-caption-per-video split (e.g. "
+            "data.all_captions=false) or inputs.duplicates=first to keep the first pair of each video.")
+    dupe_rows = {i for i, _ in dupes}
+    checked = list(progress_iter(list(enumerate(pairs)), len(pairs), description)) if decode else list(enumerate(pairs))
+    for i, p in checked:
+        if i in dupe_rows:
+            report.skip(p, i, "duplicate_video_id", f"first pair of {p.video_id} is row {seen[p.video_id]}")
+            continue
+        if not p.caption or not p.caption.strip():
+            report.skip(p, i, "empty_caption", f"caption {p.caption!r}")
+            continue
+        if p.video_path is None:
+            report.skip(p, i, "missing_video", "the reader resolved no video file for this id")
+            continue
+        problem = _decode_problem(frames, p.video_path, min_frames) if decode else None
+        if problem is None and not decode and not os.path.isfile(p.video_path):
+            problem = ("missing_video", f"video file {p.video_path} does not exist")
+        if problem is not None:
+            report.skip(p, i, *problem)
+            continue
+        if decode:
+            _notes(report, frames, p)
+        if tokenizer is not None and hasattr(tokenizer, "num_tokens"):
+            if tokenizer.num_tokens(p.caption) > tokenizer.context_length:
+                report.note("long_caption", p.caption_id or p.video_id)
+    if report.skipped and on_bad == "error":
+        raise BadInputError(f"{len(report.skipped)} of {len(pairs)} test pair(s) cannot be used "
+                            f"(inputs.on_bad=error):\n{report.summary()}\nFix or remove them, or run with "
+                            "inputs.on_bad=skip to drop them (counted in results.json 'skipped').")
+    kept_rows = {s["index"] for s in report.skipped}
+    kept = [p for i, p in enumerate(pairs) if i not in kept_rows]
+    if report.skipped:
+        log.warning("skipped %d of %d test pair(s) (%s); they are excluded from queries, gallery and metrics:\n%s",
+                    len(report.skipped), len(pairs), report.skipped_record()["reasons"], report.summary())
+    for name, items in report.notes.items():
+        log.info("input note %s: %d item(s), e.g. %s", name, len(items), items[:3])
+    if not kept:
+        raise BadInputError(f"none of the {len(pairs)} test pair(s) can be used:\n{report.summary()}")
+    return kept, report
+
+
+def _notes(report: InputReport, frames: FrameCache, p: VideoTextPair) -> None:
+    """Counted repairs of a usable video: padded (short), tiny, downscaled."""
+    if len(set(frames.indices(p.video_path))) < frames.num_frames:
+        report.note("short_video", p.video_id)
+    size = frames.size(p.video_path)
+    if size is not None and min(size) < TINY_SIDE:
+        report.note("tiny_video", p.video_id)
+    if frames.oversize(p.video_path):
+        report.note("downscaled", p.video_id)
