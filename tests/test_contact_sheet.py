@@ -88,3 +88,30 @@ def test_command_writes_one_png_per_dataset(tiny_cache, tmp_path):
                                                   "video_index=100000"])
     with pytest.raises(ValueError, match="video_index"):
         run_contact_sheet(bad)
+
+
+def test_occlusion_and_event_insertion_cells_get_the_run_resources(tiny_cache, tmp_path):
+    from tests.conftest import tiny_overrides
+    from tta.data.registry import load_pairs
+    from tta.shifts.contact_sheet import sheet_resources
+    from tta.utils.paths import cache_root
+
+    recipe = [o for o in tiny_overrides(tiny_cache) if o.startswith("embedded_recipe=")]
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose("contact_sheet", overrides=[f"paths.cache_dir={tiny_cache}", *TINY_DATA, *recipe,
+                                                  f"out={tmp_path}"])
+    pairs = load_pairs(cfg.data, "test", cache_root(cfg.paths.cache_dir))
+    names = ["main_object_occlusion", "event_insertion"]
+    resources = sheet_resources(cfg, pairs, set(names))
+    assert pairs[0].video_id.replace("/", "_") in resources["main_objects"] and len(resources["donor_pool"]) > 0
+    sheet = render_sheet(pairs[0].video_path, pairs[0].video_id, names, seed=42, num_frames=12,
+                         caption=pairs[0].caption, resources=resources)
+    assert sheet.unavailable == {}
+    bare = render_sheet(pairs[0].video_path, pairs[0].video_id, names, seed=42, num_frames=12)
+    assert {name for name, _ in bare.unavailable} == set(names)  # without resources both are n/a, as before
+    h = (sheet.image.size[1] - HEADER_HEIGHT) // 2 - GAP
+    w = (sheet.image.size[0] - LABEL_WIDTH) // 4 - GAP
+    changed = lambda row: (np.abs(cell(sheet, row, 0, h, w).astype(int)  # noqa: E731
+                                  - cell(sheet, row, 3, h, w).astype(int)).sum(-1) > 30).mean()
+    print("changed pixel share at severity 5: occlusion", changed(0), "event insertion", changed(1))
+    assert changed(0) > 0.01 and changed(1) > 0.01  # a box over the main object; another clip's frames

@@ -6,8 +6,11 @@ appear without changing this file), a clean column, then one column per severity
 the same test video. Every cell goes through the same frame path as a run (spec/mlvp.md §2.2): group-A shifts get
 the clip's uniform native frames; group-B shifts get every decoded frame of the video and the uniform frame rule
 is applied to what they return. Seeds are :func:`tta.shifts.item_seed` of (seed, video id, shift, severity), as in
-a run. A shift that cannot run without extra context (e.g. a donor pool or object boxes) gets a grey
-``n/a (...)`` cell carrying the start of its error message; the log lists them.
+a run. Every cell gets the context a run gives it (:class:`tta.shifts.video.common.ShiftContext`): the sampled
+frame indices, the frame rate, the caption and, when the sheet shows them, the dataset's main-object boxes
+(occlusion) and the event-insertion donor pool, built by the run's own code with the fine-tuned backbone
+(``model=``). A shift that still cannot run (e.g. real AdaIN without weights) gets a grey ``n/a (...)`` cell
+carrying the start of its error message; the log lists them.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from omegaconf import DictConfig
 
 from tta.data.frames import uniform_frame_indices
 from tta.data.transforms import pad_frames
-from tta.data.video import read_frames, video_frame_count
+from tta.data.video import read_all_frames, read_frames, video_frame_count
 from tta.shifts import item_seed, perturb_video, video_shift_names
 from tta.shifts.registry import get_shift
+from tta.shifts.video.common import ShiftContext
 from tta.utils.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -50,7 +54,7 @@ class ContactSheet:
 
 
 def shift_cell(name: str, severity: int, sampled: torch.Tensor, whole: torch.Tensor | None, seed: int,
-               num_frames: int) -> np.ndarray:
+               num_frames: int, context: ShiftContext | None = None) -> np.ndarray:
     """The middle frame of the clip a run would see under (shift, severity): uint8 (H, W, 3).
 
     Args:
@@ -60,15 +64,17 @@ def shift_cell(name: str, severity: int, sampled: torch.Tensor, whole: torch.Ten
         whole: uint8 (N, H, W, 3), every decoded frame (group B input); required for group-B shifts.
         seed: the item seed.
         num_frames: frames per clip (12 in the protocol).
+        context: what a run knows about the clip (indices, fps, caption, boxes, donor pool); None = nothing.
     """
     info = get_shift(name)
+    extra = {} if context is None else {"context": context}
     if info.group == "B":
         if whole is None:
             raise ValueError(f"{name} is a group-B shift and needs every decoded frame of the video")
-        out = perturb_video(whole, name, severity, seed)
+        out = perturb_video(whole, name, severity, seed, **extra)
         out = pad_frames(out[uniform_frame_indices(out.shape[0], num_frames)], num_frames)
     else:
-        out = perturb_video(sampled, name, severity, seed)
+        out = perturb_video(sampled, name, severity, seed, **extra)
         if out.shape[0] != num_frames:  # a shift that changes time: the uniform rule on its output
             out = pad_frames(out[uniform_frame_indices(out.shape[0], num_frames)], num_frames)
     return out[out.shape[0] // 2].cpu().numpy()
@@ -84,7 +90,8 @@ def _fit(frame: np.ndarray, width: int):
 
 def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = None,
                  severities: Sequence[int] = (1, 3, 5), seed: int = 42, num_frames: int = 12,
-                 cell_width: int | None = None, title: str = "") -> ContactSheet:
+                 cell_width: int | None = None, title: str = "", caption: str | None = None,
+                 resources: dict | None = None) -> ContactSheet:
     """Render the contact sheet of one video.
 
     Args:
@@ -97,6 +104,8 @@ def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = N
         cell_width: width of a cell in pixels (height follows the video's aspect ratio); ``None`` = the video's
             own width, at most :data:`MAX_CELL_WIDTH`.
         title: text of the top-left header cell.
+        caption: the video's caption (context of event insertion's fallback query).
+        resources: run-level resources (``main_objects``, ``donor_pool``; :mod:`tta.shifts.video.resources`).
 
     Returns:
         A :class:`ContactSheet`.
@@ -107,9 +116,12 @@ def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = N
     if not names:
         raise ValueError("no video shift is registered; nothing to draw")
     count = video_frame_count(video_path)
-    sampled = pad_frames(read_frames(video_path, uniform_frame_indices(count, num_frames)), num_frames)
+    indices = uniform_frame_indices(count, num_frames)
+    sampled = pad_frames(read_frames(video_path, indices), num_frames)
     needs_whole = any(get_shift(n).group == "B" for n in names)
-    whole = read_frames(video_path, indices=range(count), strict=False) if needs_whole else None
+    whole, fps = read_all_frames(video_path) if needs_whole else (None, None)
+    resources = dict(resources or {})
+    boxes = (resources.get("main_objects") or {}).get(video_id.replace("/", "_"))
     if cell_width is None:
         cell_width = min(int(sampled.shape[2]), MAX_CELL_WIDTH)
     if cell_width < 32:
@@ -137,9 +149,12 @@ def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = N
             if severity not in info.severities:
                 reason = f"no severity {severity}"
             else:
+                ctx = ShiftContext(video_id=video_id, num_frames=num_frames, caption=caption, main_objects=boxes,
+                                   resources=resources, fps=fps,
+                                   frame_indices=indices if info.group == "A" else None)
                 try:
                     frame = shift_cell(name, severity, sampled, whole,
-                                       item_seed(seed, video_id, name, severity), num_frames)
+                                       item_seed(seed, video_id, name, severity), num_frames, ctx)
                     sheet.paste(_fit(frame, cell_width).resize((cell_width, cell_h)), (x, y))
                     continue
                 except Exception as err:  # noqa: BLE001 - a cell that cannot run is shown, never fatal
@@ -176,13 +191,43 @@ def run_contact_sheet(cfg: DictConfig) -> Path:
                          f"has {len(pairs)} pairs")
     pair = pairs[cfg.video_index]
     names = list(cfg.shifts) if cfg.get("shifts") else None
+    shown = set(names if names is not None else video_shift_names())
+    resources = sheet_resources(cfg, pairs, shown) if cfg.get("resources", True) else {}
     sheet = render_sheet(pair.video_path, pair.video_id, names, tuple(cfg.severities), int(cfg.seed),
                          int(cfg.data.num_frames), None if cfg.cell_width is None else int(cfg.cell_width),
-                         title=f"{cfg.data.name}: {pair.video_id}")
+                         title=f"{cfg.data.name}: {pair.video_id}", caption=pair.caption, resources=resources)
     path = write_png(sheet.image, Path(cfg.out) / f"{cfg.data.name}.png")
     log.info("wrote %s (%d shifts x %d severities; %d cells n/a)", path, len(sheet.rows), len(cfg.severities),
              len(sheet.unavailable))
     return path
+
+
+def sheet_resources(cfg: DictConfig, pairs, shown: set[str]) -> dict:
+    """Main-object boxes and the donor pool for the shown shifts that need them, built as a run builds them.
+
+    The donor pool is embedded by the fine-tuned ``model`` of the dataset (built on first use for the embedded
+    benchmark, like a run). A failure leaves those cells n/a with its reason instead of stopping the sheet.
+    """
+    from tta.data.cache import FrameCache
+    from tta.models.factory import model_from_config
+    from tta.shifts.video.resources import build_donor_pool, load_main_objects
+    from tta.utils.paths import cache_root
+
+    if not shown & {"main_object_occlusion", "event_insertion"}:
+        return {}
+    cache = cache_root(cfg.paths.cache_dir)
+    resources: dict = {"main_objects": load_main_objects(cfg.data, cache)}
+    if "event_insertion" in shown:
+        try:
+            model = model_from_config(cfg.model, cfg.model.checkpoint, cfg.data, cache,
+                                      recipe=list(cfg.get("embedded_recipe") or []))
+            frames = FrameCache(cache / "frames", int(cfg.data.num_frames))
+            resources["donor_pool"] = build_donor_pool(model, cfg.data, pairs, frames, cache, int(cfg.seed), {},
+                                                       resources["main_objects"])
+            resources["donor_query"] = "caption_text"
+        except Exception as err:  # noqa: BLE001 - the sheet still shows every other shift
+            log.warning("contact sheet: no donor pool for event insertion (%s: %s)", type(err).__name__, err)
+    return resources
 
 
 @hydra.main(config_path="../../conf", config_name="contact_sheet", version_base="1.3")
