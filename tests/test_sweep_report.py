@@ -219,3 +219,29 @@ def test_paper_table_recipe_names_registered_shifts_and_composes():
                           "model.arch=ViT-B-32-quickgelu", "model.checkpoint=/ckpt/xpool_msrvtt.pt", "task=t2v"])
     assert cfg.scenario.train_data == "msrvtt" and cfg.data.name == "activitynet"
     assert compose("run", ["scenario=cross"]).scenario.train_data == "synth_b"
+
+
+def test_severity_tables_long_layout():
+    import pandas as pd
+
+    from tta.reporting.tables import paper_tables, severity_tables
+
+    rows = []
+    for seed in (0, 1):
+        for sev in (1, 3, 5):
+            rows.append({"data": "synth", "task": "v2t", "scenario": "qs", "model": "xpool", "adapter": "source",
+                         "adapter_rank": 0, "level": "low", "level_rank": 0, "shift": "gaussian", "severity": sev,
+                         "seed": seed, "R@1": 60.0 - 10 * sev + seed})
+        rows.append({"data": "synth", "task": "v2t", "scenario": "qs", "model": "xpool", "adapter": "source",
+                     "adapter_rank": 0, "level": "mid", "level_rank": 1, "shift": "motion_blur", "severity": 5,
+                     "seed": seed, "R@1": 40.0})
+    df = pd.DataFrame(rows)
+    (table,) = severity_tables(df)
+    assert list(table.frame.index) == [("xpool", "source", "low", "gaussian")]  # one-severity shifts left out
+    assert table.frame.iloc[0].tolist() == [50.5, 30.5, 10.5, 30.5]  # s1 s3 s5 (mean of 2 seeds), then their mean
+    md = table.to_markdown()
+    assert "| model | adapter | level | shift | s1 | s3 | s5 | mean |" in md
+    assert "| xpool | source | low | gaussian | 50.5 | 30.5 | 10.5 | 30.5 |" in md
+    assert r"xpool & source & low & gaussian & 50.5 & 30.5 & 10.5 & 30.5" in table.to_latex()
+    wide = paper_tables(df)[0].frame  # shift-major columns: gaussian s1, s3, s5, then motion_blur
+    assert [c[1] for c in wide.columns] == ["gaussian s1", "gaussian s3", "gaussian s5", "motion_blur", "Avg"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tta.reporting.collect import load_sweep
 from tta.reporting.plots import kocc_histograms, severity_curves, sims_heatmaps
-from tta.reporting.tables import paper_tables, robustness_table
+from tta.reporting.tables import paper_tables, robustness_table, severity_tables
 
 log = logging.getLogger("tta.report")
 
@@ -42,6 +42,11 @@ def build_report(sweep: str | Path, out: str | Path | None = None, metric: str =
     (out / "tables.md").write_text("\n\n".join(t.to_markdown() for t in tables) + "\n")
     (out / "tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables))
     (out / "tables.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in tables) + "\n")
+    by_severity = severity_tables(df, metric)
+    if by_severity:  # the long layout: one row per shift, one column per severity
+        (out / "severity_tables.md").write_text("\n\n".join(t.to_markdown() for t in by_severity) + "\n")
+        (out / "severity_tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in by_severity))
+        tables = [*tables, *by_severity]
     rob, notes = robustness_table(df, metric)
     rob_md = _frame_markdown(rob) if not rob.empty else "(no robustness: no clean source reference in the sweep)"
     (out / "robustness.md").write_text(rob_md + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")

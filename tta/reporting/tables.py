@@ -26,18 +26,23 @@ class Table:
     metric: str
     seeds: int
 
+    @property
+    def row_names(self) -> list[str]:
+        return [str(n) for n in self.frame.index.names]
+
     def to_markdown(self, digits: int = 1) -> str:
         cols = list(self.frame.columns)
-        head = "| model | adapter | " + " | ".join(c[1] for c in cols) + " |"
+        names = self.row_names
+        head = "| " + " | ".join(names) + " | " + " | ".join(c[1] for c in cols) + " |"
         levels, prev = [], None
         for lv, _ in cols:
             levels.append(f"*{lv}*" if lv != prev and lv else "")
             prev = lv
         lines = [f"**{self.title}** ({self.metric}, mean of {self.seeds} seed(s))", "", head,
-                 "|" + "---|" * (len(cols) + 2), "| | | " + " | ".join(levels) + " |"]
-        for (model, adapter), row in self.frame.iterrows():
+                 "|" + "---|" * (len(cols) + len(names)), "| " + "| " * len(names) + " | ".join(levels) + " |"]
+        for idx, row in self.frame.iterrows():
             vals = " | ".join("" if pd.isna(v) else f"{v:.{digits}f}" for v in row.to_numpy())
-            lines.append(f"| {model} | {adapter} | {vals} |")
+            lines.append("| " + " | ".join(map(str, idx)) + f" | {vals} |")
         return "\n".join(lines)
 
     def to_csv(self) -> str:
@@ -54,12 +59,15 @@ class Table:
             else:
                 groups.append((lv, 1))
         esc = lambda s: str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
-        lines = [r"\begin{tabular}{ll" + "c" * len(cols) + "}", r"\toprule",
-                 " & & " + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{esc(lv)}}}" for lv, n in groups) + r" \\",
-                 "Model & Adapter & " + " & ".join(esc(c[1]) for c in cols) + r" \\", r"\midrule"]
-        for (model, adapter), row in self.frame.iterrows():
+        names = self.row_names
+        lines = [r"\begin{tabular}{" + "l" * len(names) + "c" * len(cols) + "}", r"\toprule",
+                 "& " * len(names) + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{esc(lv)}}}" for lv, n in groups)
+                 + r" \\",
+                 " & ".join(esc(n.capitalize()) for n in names) + " & " + " & ".join(esc(c[1]) for c in cols) + r" \\",
+                 r"\midrule"]
+        for idx, row in self.frame.iterrows():
             vals = " & ".join("--" if pd.isna(v) else f"{v:.{digits}f}" for v in row.to_numpy())
-            lines.append(f"{esc(model)} & {esc(adapter)} & {vals} " + r"\\")
+            lines.append(" & ".join(esc(i) for i in idx) + f" & {vals} " + r"\\")
         lines += [r"\bottomrule", r"\end{tabular}"]
         return "\n".join(lines)
 
@@ -75,19 +83,40 @@ def paper_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
         sev_count = part.groupby("shift")["severity"].nunique()
         part = part.assign(column=[_column_label(s, v, sev_count[s] > 1) for s, v in zip(part["shift"], part["severity"],
                                                                                            strict=True)])
-        mean = part.groupby(["model", "adapter_rank", "adapter", "level_rank", "level", "column", "severity"],
+        mean = part.groupby(["model", "adapter_rank", "adapter", "level_rank", "level", "shift", "column", "severity"],
                             sort=True)[metric].mean().reset_index()
         seeds = int(part.groupby(["model", "adapter", "column"])["seed"].nunique().max())
-        wide = mean.pivot_table(index=["model", "adapter_rank", "adapter"], columns=["level_rank", "level", "severity",
-                                                                                       "column"], values=metric)
-        wide = wide.sort_index(axis=0).sort_index(axis=1)
-        wide.columns = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, col in wide.columns])
+        wide = mean.pivot_table(index=["model", "adapter_rank", "adapter"],
+                                columns=["level_rank", "level", "shift", "severity", "column"], values=metric)
+        wide = wide.sort_index(axis=0).sort_index(axis=1)  # shift-major: gaussian s1..s5, then the next shift
+        wide.columns = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, _, col in wide.columns])
         wide.index = pd.MultiIndex.from_tuples([(m, a) for m, _, a in wide.index], names=["model", "adapter"])
         shifted = [c for c in wide.columns if c[0] != "clean"]
         if shifted:
             wide[("", "Avg")] = wide[shifted].mean(axis=1)
         data, task, scenario = key
         tables.append(Table(f"{data} {task} ({scenario})", wide, metric, seeds))
+    return tables
+
+
+def severity_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
+    """The long layout for sweeps over severities: per (data, task, scenario), rows = (model, adapter, shift) with
+    the shift's level, columns = severities and the mean over them. Shifts at one severity only are left out."""
+    tables = []
+    for key, part in df.groupby(list(KEYS), sort=True):
+        several = part.groupby("shift")["severity"].nunique()
+        part = part[part["shift"].map(several) > 1]
+        if part.empty:
+            continue
+        seeds = int(part.groupby(["model", "adapter", "shift", "severity"])["seed"].nunique().max())
+        long = part.pivot_table(index=["model", "adapter_rank", "adapter", "level_rank", "level", "shift"],
+                                columns="severity", values=metric, aggfunc="mean").sort_index()
+        long.columns = pd.MultiIndex.from_tuples([("severity", f"s{c}") for c in long.columns])
+        long[("", "mean")] = long.mean(axis=1)
+        long.index = pd.MultiIndex.from_tuples([(m, a, lv, sh) for m, _, a, _, lv, sh in long.index],
+                                               names=["model", "adapter", "level", "shift"])
+        data, task, scenario = key
+        tables.append(Table(f"{data} {task} ({scenario}) by severity", long, metric, seeds))
     return tables
 
 
