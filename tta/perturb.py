@@ -92,7 +92,8 @@ def perturb(cfg: DictConfig) -> Path:
     cache = cache_root(cfg.paths.cache_dir)
     options = cfg.shift.get("options")
     options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
-    shift = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed), tuple(sorted(options.items())))
+    seed = int(cfg.seed if cfg.get("shift_seed") is None else cfg.shift_seed)
+    shift = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), seed, tuple(sorted(options.items())))
     kind = shift.kind
     if kind == "clean":
         raise ValueError("shift=clean has nothing to perturb; choose a video or text shift")

@@ -170,7 +170,7 @@ def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
     if not stream:
         options = cfg.shift.get("options")
         options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
-        return [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed),
+        return [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), shift_seed(cfg),
                                    tuple(sorted(options.items()))))]
     specs = []
     for entry in stream:
@@ -184,12 +184,18 @@ def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
             severity = int(sev or 0)
         except ValueError:
             raise ValueError(f"scenario.stream entry {entry!r}: the severity must be an integer ('name:severity')") from None
-        spec = _checked(ShiftSpec(str(name).strip(), severity, int(cfg.seed), tuple(sorted(options.items()))))
+        spec = _checked(ShiftSpec(str(name).strip(), severity, shift_seed(cfg), tuple(sorted(options.items()))))
         if spec.kind not in ("clean", query_side):
             raise ValueError(f"scenario.stream entry {entry!r} is a {spec.kind} shift, but the queries of "
                              f"task={cfg.task} are {query_side}s; a stream shifts the query side only")
         specs.append(spec)
     return specs
+
+
+def shift_seed(cfg: DictConfig) -> int:
+    """Seed of the shift realisations: ``shift_seed``, or the run's ``seed`` when it is null."""
+    value = cfg.get("shift_seed")
+    return int(cfg.seed if value is None else value)
 
 
 def _checked(shift: ShiftSpec) -> ShiftSpec:
@@ -368,7 +374,7 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
         "posthoc": getattr(adapter.posthoc, "name", "none"),
         "scenario": cfg.scenario.name, "train_data": train_data.name, "checkpoint": str(checkpoint),
         "shift": shift.name if single else "stream", "severity": shift.severity if single else 0,
-        "data": cfg.data.name, "seed": int(cfg.seed), "shifted_side": shifted,
+        "data": cfg.data.name, "seed": int(cfg.seed), "shift_seed": shift.seed, "shifted_side": shifted,
         "num_queries": len(pairs), "num_gallery": int(sims.shape[1]), "num_pairs_read": num_read,
         "skipped": report.skipped_record(), "input_notes": report.notes_record(),
         "retrieval": retrieval,
