@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
-import pytest
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig

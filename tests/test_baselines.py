@@ -23,7 +23,6 @@ from tta.adapters.sam import SAM
 from tta.adapters.sar import SARAdapter
 from tta.adapters.tent import TentAdapter
 
-
 pytestmark = pytest.mark.usefixtures("single_thread_torch")
 
 

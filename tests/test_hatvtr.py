@@ -16,8 +16,17 @@ from tests.adapter_env import build_env, make_adapter, stream
 pytestmark = pytest.mark.usefixtures("single_thread_torch")
 from tests.conftest import tiny_overrides
 from tta.adapters.hsm import hsm_refine
-from tta.adapters.losses import (cross_correlation, frame_alignment, global_alignment, in_batch_entropy,
-                                 intra_uniformity, modality_gap, noise_aware_entropy, softmax_entropy, uniformity)
+from tta.adapters.losses import (
+    cross_correlation,
+    frame_alignment,
+    global_alignment,
+    in_batch_entropy,
+    intra_uniformity,
+    modality_gap,
+    noise_aware_entropy,
+    softmax_entropy,
+    uniformity,
+)
 from tta.adapters.memory import ReliableMemory, selection_count
 from tta.run import run
 from tta.utils.config import compose

@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from tta.adapters.hsm import (DirectBank, HSMConfig, HubnessSuppressionMemory, IncrementalBank, hsm_operator,
-                              hsm_refine, make_bank)
+from tta.adapters.hsm import (
+    DirectBank,
+    HSMConfig,
+    HubnessSuppressionMemory,
+    IncrementalBank,
+    hsm_operator,
+    hsm_refine,
+    make_bank,
+)
 from tta.metrics import hubness_metrics, k_occurrence
 
 

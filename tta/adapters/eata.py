@@ -42,8 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from tta.adapters.base import QueryForward
-from tta.adapters.entropy import (GalleryEntropyAdapter, check_choice, entropy_margin, resolve_preset,
-                                  softmax_entropy)
+from tta.adapters.entropy import GalleryEntropyAdapter, check_choice, entropy_margin, resolve_preset, softmax_entropy
 
 log = logging.getLogger(__name__)
 

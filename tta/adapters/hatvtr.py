@@ -24,9 +24,18 @@ from torch import nn
 
 from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward
 from tta.adapters.hsm import HSMConfig, HubnessSuppressionMemory, build_config
-from tta.adapters.losses import (cross_correlation, empty_mask_choice, frame_alignment, global_alignment,
-                                 in_batch_entropy, intra_uniformity, modality_gap, noise_aware_entropy,
-                                 softmax_entropy, uniformity)
+from tta.adapters.losses import (
+    cross_correlation,
+    empty_mask_choice,
+    frame_alignment,
+    global_alignment,
+    in_batch_entropy,
+    intra_uniformity,
+    modality_gap,
+    noise_aware_entropy,
+    softmax_entropy,
+    uniformity,
+)
 from tta.adapters.memory import ReliableMemory, RMConfig
 from tta.adapters.profiling import Stopwatch
 from tta.metrics.hubness import hubness_from_occurrence

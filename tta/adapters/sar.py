@@ -47,8 +47,14 @@ import torch
 from torch import nn
 
 from tta.adapters.base import BatchRecord
-from tta.adapters.entropy import (GalleryEntropyAdapter, check_choice, elementwise_entropy, entropy_margin,
-                                  resolve_preset, softmax_entropy)
+from tta.adapters.entropy import (
+    GalleryEntropyAdapter,
+    check_choice,
+    elementwise_entropy,
+    entropy_margin,
+    resolve_preset,
+    softmax_entropy,
+)
 from tta.adapters.sam import SAM
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ Short videos are padded to the sampled length by repeating the last frame (:func
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

@@ -32,8 +32,8 @@ import numpy as np
 from tta.synth.render import STYLE_GEOMETRY, render
 from tta.synth.scene import Scene, caption, object_label, pretrain_caption, sample_scene
 from tta.utils.io import atomic_write_json, atomic_write_text
-from tta.utils.seeding import derive_seed
 from tta.utils.progress import progress_iter
+from tta.utils.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,12 @@ def _make_video(args: tuple[SynthConfig, int, str]) -> dict:
 
 def build_synth(cfg: SynthConfig, cache_dir: str | os.PathLike, workers: int = 2) -> Path:
     """Build (or reuse) the dataset described by ``cfg`` under ``cache_dir``; return its directory."""
-    from tta.data.readers.msrvtt import VideoTextPair, write_jsfusion_test_csv, write_msrvtt_data_json, write_msrvtt_train_csv
+    from tta.data.readers.msrvtt import (
+        VideoTextPair,
+        write_jsfusion_test_csv,
+        write_msrvtt_data_json,
+        write_msrvtt_train_csv,
+    )
 
     root = Path(cache_dir) / cfg.key()
     if (root / MANIFEST).exists():

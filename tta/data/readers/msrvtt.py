@@ -22,9 +22,10 @@ import csv
 import json
 import logging
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Union
 
 __all__ = [
     "VideoTextPair", "read_jsfusion_test_csv", "write_jsfusion_test_csv", "read_msrvtt_data_json",
@@ -53,7 +54,7 @@ class VideoTextPair:
     video_id: str
     caption: str
     caption_id: str
-    video_path: Optional[str] = None
+    video_path: str | None = None
 
 
 def _layout_help(root: PathLike) -> str:
@@ -178,7 +179,7 @@ def read_msrvtt_data_json(path: PathLike) -> dict[str, Any]:
 
 
 def write_msrvtt_data_json(path: PathLike, videos: Sequence[dict], sentences: Sequence[dict],
-                           info: Optional[dict] = None) -> None:
+                           info: dict | None = None) -> None:
     """Writes ``MSRVTT_data.json`` (single-line JSON; ``info`` first when given, as in the official file).
 
     Args:
@@ -243,7 +244,7 @@ def _all_caption_pairs(video_ids: Sequence[str], data: dict[str, Any], what: str
     return [VideoTextPair(v, c, cid) for v in video_ids for cid, c in caps.get(v, [])]
 
 
-def read_msrvtt_split(root: PathLike, split: str, videos_dir: Optional[PathLike] = None,
+def read_msrvtt_split(root: PathLike, split: str, videos_dir: PathLike | None = None,
                       train_csv: str = "MSRVTT_train.9k.csv", test_csv: str = "MSRVTT_JSFUSION_test.csv",
                       all_captions: bool = False) -> list[VideoTextPair]:
     """Reads an MSR-VTT split as X-Pool / CLIP4Clip do and resolves the video paths.
