@@ -458,6 +458,13 @@ def print_results(results: dict[str, Any]) -> None:
     console = Console()
     console.print(table)
     console.print(hub)
+    skipped = results.get("skipped") or {}
+    if skipped.get("n"):
+        console.print(f"[yellow]skipped {skipped['n']} of {results.get('num_pairs_read')} test pairs "
+                      f"{skipped['reasons']}: excluded from queries, gallery and metrics (results.json 'skipped')")
+    if results.get("collapse", {}).get("collapsed"):
+        console.print(f"[red]collapse: one gallery item is the top-1 of "
+                      f"{100 * results['collapse']['top1_mode_share']:.0f}% of the queries")
     t = results["time_s"]
     console.print(f"time: total {t['total']:.1f} s, adaptation {t['adapt']:.1f} s ({t['per_query_ms']:.1f} ms/query)")
 
