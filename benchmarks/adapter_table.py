@@ -76,7 +76,12 @@ def main() -> None:
                      "scenario": res.get("scenario"), "data": res["data"], "train_data": res.get("train_data"),
                      "R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
                      "skewness": res["hubness"]["skewness"], "neg_share": float((sims < 0).float().mean()),
-                     "ms_per_query": res["time_s"]["per_query_ms"], "counters": res.get("counters", {})}
+                     "ms_per_query": res["time_s"]["per_query_ms"], "counters": res.get("counters", {}),
+                     "skipped": res.get("skipped", {}).get("n", 0)}
+                if res.get("segments"):  # a stream: R@1 / R@5 / skewness of each of its shifts
+                    r["segments"] = [{"shift": g["shift"], "severity": g["severity"], "R@1": g["retrieval"]["R@1"],
+                                      "R@5": g["retrieval"]["R@5"], "skewness": g["hubness"]["skewness"]}
+                                     for g in res["segments"]]
                 rows.append(r)
                 print(row_line(r), flush=True)
                 if args.jsonl:
