@@ -245,3 +245,24 @@ def test_severity_tables_long_layout():
     assert r"xpool & source & low & gaussian & 50.5 & 30.5 & 10.5 & 30.5" in table.to_latex()
     wide = paper_tables(df)[0].frame  # shift-major columns: gaussian s1, s3, s5, then motion_blur
     assert [c[1] for c in wide.columns] == ["gaussian s1", "gaussian s3", "gaussian s5", "motion_blur", "Avg"]
+
+
+def test_report_names_runs_with_skipped_inputs_or_a_collapse(tmp_path):
+    import json as _json
+
+    from tta.report import build_report
+
+    base = {"data": "synth", "task": "v2t", "scenario": "qs", "model": "xpool", "posthoc": "none", "severity": 0,
+            "seed": 42, "train_data": "synth", "num_queries": 98,
+            "retrieval": {"R@1": 40.0, "R@5": 70.0, "R@10": 80.0, "R@50": 99.0, "MdR": 2.0, "MnR": 5.0},
+            "hubness": {"skewness": 1.0, "k": 10}, "time_s": {"per_query_ms": 1.0}}
+    runs = {"a": {"adapter": "source", "shift": "clean", "skipped": {"n": 2, "reasons": {"missing_video": 2}}},
+            "b": {"adapter": "tent", "shift": "clean", "collapse": {"collapsed": True, "top1_mode_share": 0.9}},
+            "c": {"adapter": "tcr", "shift": "clean", "skipped": {"n": 0}}}
+    for name, extra in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(_json.dumps({**base, **extra}))
+    build_report(tmp_path, tmp_path / "report")
+    text = (tmp_path / "report" / "robustness.md").read_text()
+    assert "a: 2 input pair(s) skipped" in text.replace(str(tmp_path) + "/", "") and "over 98 queries" in text
+    assert f"{tmp_path / 'b'}: collapsed" in text and f"{tmp_path / 'c'}:" not in text

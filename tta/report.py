@@ -48,6 +48,11 @@ def build_report(sweep: str | Path, out: str | Path | None = None, metric: str =
         (out / "severity_tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in by_severity))
         tables = [*tables, *by_severity]
     rob, notes = robustness_table(df, metric)
+    for _, r in df[df["skipped"] > 0].iterrows():  # metrics over fewer pairs than the dataset has: say so
+        notes.append(f"{r['dir']}: {r['skipped']} input pair(s) skipped (results.json 'skipped'); its metrics are "
+                     f"over {r['num_queries']} queries")
+    for _, r in df[df["collapsed"]].iterrows():
+        notes.append(f"{r['dir']}: collapsed (one gallery item is the top-1 of most queries; results.json 'collapse')")
     rob_md = _frame_markdown(rob) if not rob.empty else "(no robustness: no clean source reference in the sweep)"
     (out / "robustness.md").write_text(rob_md + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
     rob.to_csv(out / "robustness.csv", index=False)

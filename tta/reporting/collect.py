@@ -53,6 +53,8 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row.update(res["retrieval"])
         row.update({k: v for k, v in res["hubness"].items() if k != "k"})
         row["ms_per_query"] = res["time_s"]["per_query_ms"]
+        row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
+        row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
         row["dir"] = str(file.parent)
         rows.append(row)
     for err in sorted(root.rglob("error.txt")):
