@@ -345,7 +345,7 @@ def test_non_finite_query_scores_are_excluded(bad_root, official_checkpoints, tm
     monkeypatch.setattr(OnlineAdapter, "encode_queries", poisoned)
     res = run(cfg, tmp_path / "nan")
     assert res["skipped"]["reasons"] == {"nonfinite_scores": 2}
-    assert [s["video_id"] for s in res["skipped"]["items"]] == ["video2", "video9"]
+    assert [(s["video_id"], s["index"]) for s in res["skipped"]["items"]] == [("video2", 2), ("video9", 9)]
     sims = torch.load(tmp_path / "clean" / "sims.pt").float()
     keep = torch.ones(N_GOOD, dtype=torch.bool)
     keep[[2, 9]] = False

@@ -352,7 +352,8 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
                                  "valid (see the counters and history.json for skipped updates)")
     for row in (~finite).nonzero().flatten().tolist():
         seg, i = divmod(row, len(pairs))
-        report.skip(pairs[i], i, "nonfinite_scores", f"segment {seg} ({shifts[seg].name})")
+        report.skip(pairs[i], report.kept[i] if report.kept else i, "nonfinite_scores",
+                    f"segment {seg} ({shifts[seg].name})")
     if not finite.all():
         log.warning("%d scored row(s) contain NaN/inf; they are excluded from the metrics and counted in "
                     "results.json 'skipped'", int((~finite).sum()))

@@ -28,7 +28,7 @@ non-ASCII / emoji caption kept: the tokenizer's own handling (byte-level BPE for
 
 A skipped pair leaves the run whole — its query row and its gallery item — so a caption whose video cannot be
 decoded is not a t2v query whose ground truth is missing from the gallery. Skips are listed in ``results.json``
-``"skipped"`` (``n``, ``reasons``, ``items``) and ``num_queries`` is what remains; the metrics are over the
+``"skipped"`` (``n``, ``reasons``, ``items`` with each pair's row ``index`` in the split as read) and ``num_queries`` is what remains; the metrics are over the
 remaining pairs. ``inputs.on_bad=error`` turns every skip into one error that lists them. Rows whose scores turn
 out non-finite after adaptation are excluded from the metrics by the runner and counted the same way
 (``nonfinite_scores``).
@@ -65,6 +65,7 @@ class InputReport:
 
     skipped: list[dict[str, Any]] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    kept: list[int] = field(default_factory=list)  # row in the split as read of each pair the run keeps
 
     def skip(self, pair: VideoTextPair, index: int, reason: str, detail: str = "") -> None:
         self.skipped.append({"index": index, "video_id": pair.video_id, "caption_id": pair.caption_id,
@@ -162,8 +163,9 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
         raise BadInputError(f"{len(report.skipped)} of {len(pairs)} test pair(s) cannot be used "
                             f"(inputs.on_bad=error):\n{report.summary()}\nFix or remove them, or run with "
                             "inputs.on_bad=skip to drop them (counted in results.json 'skipped').")
-    kept_rows = {s["index"] for s in report.skipped}
-    kept = [p for i, p in enumerate(pairs) if i not in kept_rows]
+    skipped_rows = {s["index"] for s in report.skipped}
+    report.kept = [i for i in range(len(pairs)) if i not in skipped_rows]
+    kept = [pairs[i] for i in report.kept]
     if report.skipped:
         log.warning("skipped %d of %d test pair(s) (%s); they are excluded from queries, gallery and metrics:\n%s",
                     len(report.skipped), len(pairs), report.skipped_record()["reasons"], report.summary())
