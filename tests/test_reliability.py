@@ -301,6 +301,23 @@ def test_duplicates_too_few_frames_and_nothing_left(bad_root, tmp_path):
         screen_pairs([VideoTextPair("x", "", "r", str(vids / "video1.mp4"))], frames)
 
 
+def test_drop_missing_skips_missing_videos_even_under_on_bad_error(bad_root, tmp_path):
+    root, _ = bad_root
+    vids = root / "videos"
+    frames = FrameCache(None)
+    good = VideoTextPair("video1", "a", "r1", str(vids / "video1.mp4"))
+    missing = VideoTextPair("video100", "b", "r2", str(vids / "video100.mp4"))
+    garbage = VideoTextPair("video102", "c", "r3", str(vids / "video102.mp4"))
+    kept, report = screen_pairs([good, missing], frames, on_bad="error", missing_ok=True)
+    assert kept == [good] and report.skipped_record()["reasons"] == {"missing_video": 1}
+    assert report.kept == [0] and report.skipped[0]["index"] == 1  # counted with its row in the split as read
+    with pytest.raises(BadInputError, match=r"(?s)^1 of 3 test pair\(s\).*undecodable_video: video102") as err:
+        screen_pairs([good, missing, garbage], frames, on_bad="error", missing_ok=True)
+    assert "video100" not in str(err.value)  # the expected missing clip is not one of the problems
+    with pytest.raises(BadInputError, match=r"missing_video: video100"):
+        screen_pairs([good, missing], frames, on_bad="error")  # without data.drop_missing it is a problem
+
+
 def test_msrvtt_reader_rejects_duplicate_test_ids(tmp_path):
     tiny_video(tmp_path / "videos" / "video1.mp4", 10)
     write_jsfusion_test_csv(tmp_path / "MSRVTT_JSFUSION_test.csv",

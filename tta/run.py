@@ -248,7 +248,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     checkpoint = cfg.scenario.get("checkpoint") or cfg.model.checkpoint
     model = model_from_config(cfg.model, checkpoint, train_data, cache,
                               recipe=list(cfg.get("embedded_recipe") or []))
-    pairs = load_pairs(cfg.data, "test", cache)
+    pairs = load_pairs(cfg.data, "test", cache, drop_missing=False)  # screen_pairs skips and counts missing videos
     if cfg.data.subset:
         pairs = pairs[: int(cfg.data.subset)]
     if len(pairs) == 0:
@@ -258,7 +258,8 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     num_read = len(pairs)
     pairs, report = screen_pairs(pairs, frames, model.tokenizer, on_bad=inputs.get("on_bad", "skip"),
                                  duplicates=inputs.get("duplicates", "error"),
-                                 min_frames=int(inputs.get("min_frames", 1)))
+                                 min_frames=int(inputs.get("min_frames", 1)),
+                                 missing_ok=bool(cfg.data.get("drop_missing")))
     _check_gallery_size(len(pairs), cfg)
     copy = PerturbedCopy(cfg.shift.from_copy, shift) if single and cfg.shift.get("from_copy") else None
     for s in shifts:  # occlusion boxes, event-insertion donor pool (spec/mlvp.md §4.9, §4.11), before any adaptation

@@ -42,11 +42,12 @@ def dataset_root(data_cfg: DictConfig, cache: Path) -> Path:
     return Path(data_cfg.root)
 
 
-def load_pairs(data_cfg: DictConfig, split: str, cache: Path) -> list[VideoTextPair]:
+def load_pairs(data_cfg: DictConfig, split: str, cache: Path, drop_missing: bool | None = None) -> list[VideoTextPair]:
     """Video-caption pairs of one split, in file order.
 
     With ``data.drop_missing: true`` pairs whose video file does not exist are dropped with a warning (the
-    "clips that load" rule of ``hatvtr.md`` §8 item 20); the number of pairs is then what the run records.
+    "clips that load" rule of ``hatvtr.md`` §8 item 20). ``drop_missing`` overrides the config: the test run
+    passes False and lets :func:`tta.data.screen.screen_pairs` skip them, so they are counted in ``skipped``.
     """
     root = dataset_root(data_cfg, cache)
     reader = data_cfg.get("reader", "msrvtt")
@@ -56,7 +57,7 @@ def load_pairs(data_cfg: DictConfig, split: str, cache: Path) -> list[VideoTextP
     options = {k: data_cfg.get(k) for k in option_names if data_cfg.get(k) is not None}
     options = {k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in options.items()}
     pairs = read(root, split, videos_dir=data_cfg.get("videos_dir"), **options)
-    if data_cfg.get("drop_missing"):
+    if data_cfg.get("drop_missing") if drop_missing is None else drop_missing:
         missing = {i for i, problem in validate_pairs(pairs) if problem.startswith("missing video file")}
         if missing:
             log.warning("data=%s %s: dropping %d of %d pairs whose video file is missing (data.drop_missing)",

@@ -105,7 +105,7 @@ def _decode_problem(frames: FrameCache, path: str, min_frames: int) -> tuple[str
 
 
 def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=None, *, on_bad: str = "skip",
-                 duplicates: str = "error", min_frames: int = 1, decode: bool = True,
+                 duplicates: str = "error", min_frames: int = 1, decode: bool = True, missing_ok: bool = False,
                  description: str = "checking test videos") -> tuple[list[VideoTextPair], InputReport]:
     """Check every pair once (decoding its video into ``frames``); return the usable pairs and the report.
 
@@ -117,6 +117,8 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
         duplicates: ``error`` or ``first`` for repeated video ids.
         min_frames: fewest distinct decodable frames a usable video has.
         decode: decode the videos (False only checks captions, ids and that files exist).
+        missing_ok: missing video files are expected (``data.drop_missing: true``): they are skipped and counted
+            as ``missing_video`` even under ``on_bad=error``, which then stops only for the other problems.
 
     Raises:
         BadInputError: for an unknown policy, duplicate ids under ``duplicates=error``, any problem under
@@ -159,9 +161,11 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
         if tokenizer is not None and hasattr(tokenizer, "num_tokens"):
             if tokenizer.num_tokens(p.caption) > tokenizer.context_length:
                 report.note("long_caption", p.caption_id or p.video_id)
-    if report.skipped and on_bad == "error":
-        raise BadInputError(f"{len(report.skipped)} of {len(pairs)} test pair(s) cannot be used "
-                            f"(inputs.on_bad=error):\n{report.summary()}\nFix or remove them, or run with "
+    fatal = [s for s in report.skipped if not (missing_ok and s["reason"] == "missing_video")]
+    if fatal and on_bad == "error":
+        problems = InputReport(skipped=fatal)
+        raise BadInputError(f"{len(fatal)} of {len(pairs)} test pair(s) cannot be used "
+                            f"(inputs.on_bad=error):\n{problems.summary()}\nFix or remove them, or run with "
                             "inputs.on_bad=skip to drop them (counted in results.json 'skipped').")
     skipped_rows = {s["index"] for s in report.skipped}
     report.kept = [i for i in range(len(pairs)) if i not in skipped_rows]
