@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from tests.adapter_env import build_env, make_adapter, stream
+from tta.utils.config import CONF_DIR
 
 pytestmark = pytest.mark.usefixtures("single_thread_torch")
-from tta.utils.config import CONF_DIR
 
 ADAPTERS = sorted(p.stem for p in (Path(CONF_DIR) / "adapter").glob("*.yaml"))
 UNTOUCHED = {"source", "hsm"}  # must not change any parameter, whatever their config
@@ -43,7 +43,7 @@ def _same(a, b) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
@@ -89,7 +89,7 @@ def test_source_scores_the_frozen_model(env):
     adapter = make_adapter(env, "source")
     rows = stream(adapter, env.batches)
     with torch.no_grad():
-        for batch, got in zip(env.batches, rows.split([len(b["index"]) for b in env.batches])):
+        for batch, got in zip(env.batches, rows.split([len(b["index"]) for b in env.batches]), strict=True):
             feats = env.model.encode_video(batch["video"]) if env.cfg.task == "v2t" else env.model.encode_text(
                 batch["tokens"])
             torch.testing.assert_close(got, env.model.similarity(feats, env.gallery).float(), rtol=0, atol=1e-6)

@@ -49,7 +49,7 @@ class ToyModel(nn.Module):
 
     def layer_norms(self, side: str):
         names = ("transformer.resblocks.0.ln_1", "transformer.resblocks.9.ln_1", "ln_post")
-        return list(zip(names, self.lns.values()))
+        return list(zip(names, self.lns.values(), strict=True))
 
 
 def bound(adapter, gallery_size: int = 8, dim: int = 6, seed: int = 0):
@@ -80,7 +80,7 @@ def same(a, b) -> bool:
     if isinstance(a, dict):
         return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if torch.is_tensor(a):
         return torch.is_tensor(b) and torch.equal(a, b)
     return a == b
@@ -171,9 +171,9 @@ def test_eata_fisher_from_clean_batches_and_penalty():
     for x in eata.source_split.data:
         logits = eata.model.similarity(eata.model.encode_text(x), eata.source_split.gal) / 0.1
         loss = F.cross_entropy(logits, logits.argmax(1))
-        for e, g in zip(expected, torch.autograd.grad(loss, params)):
+        for e, g in zip(expected, torch.autograd.grad(loss, params), strict=True):
             e += g ** 2
-    for f, e in zip(eata.fishers, expected):
+    for f, e in zip(eata.fishers, expected, strict=True):
         torch.testing.assert_close(f, e / 2)
     assert val(eata.fisher_penalty()) == 0.0
     with torch.no_grad():
@@ -224,7 +224,7 @@ def test_sar_resets_when_its_loss_ema_crosses_the_threshold():
     start = [p.detach().clone() for p in sar.params_to_adapt()]
     sar.adapt_batch(batch, BatchRecord(0, 6))
     assert sar.counters["sar/recoveries"] == 3 and sar.counters["updates"] == 3
-    for p, s in zip(sar.params_to_adapt(), start):
+    for p, s in zip(sar.params_to_adapt(), start, strict=True):
         assert torch.equal(p, s)
     assert sar.ema is not None  # the original writes the pre-reset EMA back
     assert not sar.optimizer.base.state
@@ -242,9 +242,9 @@ def test_sar_ema_and_no_reset_above_the_threshold():
     assert sar.counters["sar/recoveries"] == 0 and sar.counters["sar/s1"] > 0
     l1, l2, l3 = record.losses
     assert sar.ema == pytest.approx(0.9 * (0.9 * l1 + 0.1 * l2) + 0.1 * l3)
-    assert any(not torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start))
+    assert any(not torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start, strict=True))
     sar.reset()
-    assert sar.ema is None and all(torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start))
+    assert sar.ema is None and all(torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start, strict=True))
 
 
 def test_sar_empty_reliable_set_is_a_skipped_step_and_top_blocks_exclusion():
@@ -253,7 +253,7 @@ def test_sar_empty_reliable_set_is_a_skipped_step_and_top_blocks_exclusion():
     record = BatchRecord(0, 6)
     sar.adapt_batch(toy_batch(), record)
     assert record.skipped_updates == 3 and sar.ema is None
-    assert all(torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start))
+    assert all(torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start, strict=True))
     top = bound(SARAdapter(exclude_top_blocks=True))
     lns = top.model.lns
     assert top.params_to_adapt() == [lns["b0"].weight, lns["b0"].bias]  # blocks 9-11 and ln_post excluded
@@ -380,7 +380,7 @@ def test_reset_restores_parameters_optimizer_and_state(make):
     assert adapter.counters["updates"] > 0
     assert not same(adapter.optimizer.state_dict(), optim0)
     adapter.reset()
-    assert all(torch.equal(p, s) for p, s in zip(adapter.params_to_adapt(), params0))
+    assert all(torch.equal(p, s) for p, s in zip(adapter.params_to_adapt(), params0, strict=True))
     assert same(adapter.optimizer.state_dict(), optim0)
     assert getattr(adapter, "running_probs", None) is None and getattr(adapter, "ema", None) is None
 

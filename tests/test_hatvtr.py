@@ -12,8 +12,6 @@ import torch
 import torch.nn.functional as F
 
 from tests.adapter_env import build_env, make_adapter, stream
-
-pytestmark = pytest.mark.usefixtures("single_thread_torch")
 from tests.conftest import tiny_overrides
 from tta.adapters.hsm import hsm_refine
 from tta.adapters.losses import (
@@ -30,6 +28,8 @@ from tta.adapters.losses import (
 from tta.adapters.memory import ReliableMemory, selection_count
 from tta.run import run
 from tta.utils.config import compose
+
+pytestmark = pytest.mark.usefixtures("single_thread_torch")
 
 # ------------------------------------------------------------------------------------------ Reliable Memory
 
@@ -67,7 +67,7 @@ def test_rm_tiny_batches_and_tcr_selection():
     strict.update(torch.randn(3, 4), torch.randn(3, 4), torch.rand(3))
     assert strict.empty
     with pytest.raises(RuntimeError, match="empty"):
-        strict.max_entropy
+        _ = strict.max_entropy
     tcr = ReliableMemory(size=2, ratio=0.5, selection="tcr_stable", max_updates=1)
     q = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 3.0], [5.0, 5.0]])
     c = torch.tensor([[0.0, 0.1], [1.0, 0.0], [3.0, 0.0], [5.0, 5.5]])
@@ -179,10 +179,10 @@ def test_no_nan_reaches_a_parameter_when_every_sample_is_filtered(env_v2t, monke
     assert adapter.counters["updates"] == updates
     if mode == "zero":  # L_NA = 0 and the other terms still step
         assert adapter.counters["na_empty_mask"] == 9
-        assert any(not torch.equal(a, b) for a, b in zip(before, adapter.params_to_adapt()))
+        assert any(not torch.equal(a, b) for a, b in zip(before, adapter.params_to_adapt(), strict=True))
     else:  # the code's NaN: the base refuses the non-finite loss, nothing moves
         assert adapter.counters["nonfinite_losses"] == 9
-        assert all(torch.equal(a, b) for a, b in zip(before, adapter.params_to_adapt()))
+        assert all(torch.equal(a, b) for a, b in zip(before, adapter.params_to_adapt(), strict=True))
 
 
 def test_strict_reproduction_switches(env_v2t):
@@ -252,7 +252,7 @@ def test_all_losses_off_means_no_update(env_v2t):
     before = _adapted(adapter)
     stream(adapter, env_v2t.batches[:1])
     assert adapter.counters["updates"] == 0 and adapter.counters["skipped_updates"] == 3
-    assert all(torch.equal(a, b) for a, b in zip(before, adapter.params_to_adapt()))
+    assert all(torch.equal(a, b) for a, b in zip(before, adapter.params_to_adapt(), strict=True))
 
 
 @pytest.mark.parametrize("override", ["adapter.method.loss.hubness_aware=refined_logits",

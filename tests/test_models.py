@@ -88,7 +88,7 @@ def test_checkpoint_round_trip_and_wrong_architecture(models, tmp_path):
     m = models["xpool"]
     path = save_checkpoint(tmp_path / "x.pt", m, train_config={"a": 1}, metrics={"r1": 1.0})
     loaded = load_checkpoint(path)
-    for (k, v), (k2, v2) in zip(m.state_dict().items(), loaded.state_dict().items()):
+    for (k, v), (k2, v2) in zip(m.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert k == k2 and torch.equal(v, v2)
     # a pretrained meanP checkpoint initialises an X-Pool model (fresh head) ...
     p2 = save_checkpoint(tmp_path / "c.pt", models["meanp"])

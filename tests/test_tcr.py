@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from tests.adapter_env import build_env, make_adapter, stream
-
-pytestmark = pytest.mark.usefixtures("single_thread_torch")
 from tests.conftest import tiny_overrides
 from tta.adapters.losses import in_batch_entropy, modality_gap, noise_aware_entropy, uniformity
 from tta.run import run
 from tta.utils.config import compose
+
+pytestmark = pytest.mark.usefixtures("single_thread_torch")
 
 
 @pytest.fixture(scope="module", params=["v2t", "t2v"])

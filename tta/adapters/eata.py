@@ -166,7 +166,7 @@ class EATAAdapter(GalleryEntropyAdapter):
 
     def fisher_penalty(self) -> torch.Tensor:
         """β Σ_θ F_θ (θ − θ⁰)² over the adapted tensors (Eq. 8)."""
-        terms = [(f * (p - a) ** 2).sum() for p, f, a in zip(self.params_to_adapt(), self.fishers, self.anchors)]
+        terms = [(f * (p - a) ** 2).sum() for p, f, a in zip(self.params_to_adapt(), self.fishers, self.anchors, strict=True)]
         return self.fisher_beta * torch.stack(terms).sum()
 
     # ----------------------------------------------------------------------------------------- Fisher
@@ -201,7 +201,7 @@ class EATAAdapter(GalleryEntropyAdapter):
                 logits = self.logits(self.similarity(self.encode_queries(batch), gallery))
                 loss = F.cross_entropy(logits, logits.detach().argmax(dim=1))
                 grads = torch.autograd.grad(loss, params, allow_unused=True)
-                for f, g in zip(fishers, grads):
+                for f, g in zip(fishers, grads, strict=True):
                     if g is not None:
                         f.add_(g.detach() ** 2)
                 n_batches += 1

@@ -118,7 +118,7 @@ class ReliableMemory:
         else:
             self.score, self.query, self.target, self.entropy = (
                 torch.cat([old, x.to(old.device)]) for old, x in zip(
-                    (self.score, self.query, self.target, self.entropy), new))
+                    (self.score, self.query, self.target, self.entropy), new, strict=True))
             if self.correct is not None and new_correct is not None:
                 self.correct = torch.cat([self.correct, new_correct.to(self.correct.device)])
             else:

@@ -142,7 +142,7 @@ class SARAdapter(GalleryEntropyAdapter):
             return super().adapt_batch(batch, record)
         sims = None
         with torch.enable_grad():
-            for step in range(self.steps):
+            for _ in range(self.steps):
                 sims = self.sar_step(batch, record)
                 self.maybe_recover()
         if self.predict_with == "post_update":
@@ -206,7 +206,7 @@ class SARAdapter(GalleryEntropyAdapter):
         """The model and optimiser back to their initial state (the reset snapshot), EMA cleared; unlike
         :meth:`reset` (a shift boundary) it leaves a post-hoc refiner's bank alone."""
         with torch.no_grad():
-            for p, saved in zip(self.params_to_adapt(), self._snapshot["params"]):
+            for p, saved in zip(self.params_to_adapt(), self._snapshot["params"], strict=True):
                 p.copy_(saved)
         self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
         self.reset_state()

@@ -13,14 +13,13 @@ segments, with the same padding rule.
 from __future__ import annotations
 
 import random
-from typing import Union
 
 import numpy as np
 import torch
 
 __all__ = ["uniform_frame_indices", "random_frame_indices", "segment_boundaries"]
 
-GeneratorLike = Union[None, int, np.random.Generator, random.Random, torch.Generator]
+GeneratorLike = None | int | np.random.Generator | random.Random | torch.Generator
 
 
 def _check_args(num_frames_in_video: int, n: int) -> tuple[int, int]:
