@@ -266,3 +266,23 @@ def test_report_names_runs_with_skipped_inputs_or_a_collapse(tmp_path):
     text = (tmp_path / "report" / "robustness.md").read_text()
     assert "a: 2 input pair(s) skipped" in text.replace(str(tmp_path) + "/", "") and "over 98 queries" in text
     assert f"{tmp_path / 'b'}: collapsed" in text and f"{tmp_path / 'c'}:" not in text
+
+
+def test_multi_caption_runs_are_never_averaged_with_one_to_one_runs(tmp_path):
+    import json as _json
+
+    from tta.reporting import load_sweep
+
+    base = {"data": "msvd", "task": "t2v", "scenario": "qs", "model": "xpool", "adapter": "source", "posthoc": "none",
+            "shift": "clean", "severity": 0, "seed": 42, "train_data": "msvd",
+            "hubness": {"skewness": 1.0, "k": 10}, "time_s": {"per_query_ms": 1.0}}
+    runs = {"one": {"num_queries": 670, "retrieval": {"R@1": 40.0}},
+            "multi": {"num_queries": 27763, "retrieval": {"R@1": 30.0},
+                      "evaluation": {"protocol": "multi_caption", "num_videos": 670, "num_captions": 27763}}}
+    for name, extra in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(_json.dumps({**base, **extra}))
+    df, _ = load_sweep(tmp_path)
+    got = dict(zip(df["data"], df["R@1"], strict=True))
+    assert got == {"msvd": 40.0, "msvd (multi-caption)": 30.0}
+    assert sorted(df["protocol"]) == ["multi_caption", "one_to_one"]

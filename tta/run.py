@@ -27,12 +27,13 @@ from torch.utils.data import DataLoader
 
 from tta.adapters.base import RESET_POLICIES, OnlineAdapter
 from tta.data.cache import FrameCache
+from tta.data.layout import EvalLayout
 from tta.data.registry import load_pairs
 from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.data.video import VideoDecodeError
-from tta.metrics import hubness_metrics, k_occurrence, retrieval_metrics
+from tta.metrics import gt_ranks_multi, hubness_metrics, k_occurrence, metrics_from_ranks, retrieval_metrics
 from tta.models.encode import encode_texts, encode_videos
 from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
@@ -49,14 +50,16 @@ log = logging.getLogger("tta.run")
 register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directories)
 
 
-def _gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftSpec, n: int) -> str:
+def _gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftSpec, pairs) -> str:
     ckpt = hashlib.sha1()
     for k, v in model.state_dict().items():
         if v.numel():
             ckpt.update(k.encode())
             ckpt.update(v.flatten()[:: max(1, v.numel() // 64)].float().numpy().tobytes())
     data = OmegaConf.to_container(cfg.data, resolve=True)
-    key = [ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, n]
+    ids = (p.video_id if side == "video" else f"{p.caption_id}\t{p.caption}" for p in pairs)  # which items, in order
+    items = hashlib.sha1("\n".join(ids).encode()).hexdigest()
+    key = [ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, len(pairs), items]
     if shift.options and shift.name != "clean":  # options change a shifted gallery (clean keys stay as they were)
         key.append([list(o) for o in shift.options])
     blob = json.dumps(key, sort_keys=True, default=str)
@@ -69,7 +72,7 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
     side = "text" if cfg.task == "v2t" else "video"
     gshift = shift if shift.kind == side else ShiftSpec()
     gcopy = copy if shift.kind == side else None
-    file = cache / "gallery" / f"{side}-{_gallery_key(model, cfg, side, gshift, len(pairs))}.pt"
+    file = cache / "gallery" / f"{side}-{_gallery_key(model, cfg, side, gshift, pairs)}.pt"
     if file.exists() and gcopy is None:
         return torch.load(file)
     start = time.time()
@@ -219,12 +222,26 @@ def _check_gallery_size(n: int, cfg: DictConfig) -> None:
                             f"items; use more data (data.subset) or a smaller hubness.k (at most {max(1, n - 1)})")
 
 
-def _metrics(sims: torch.Tensor, gt: torch.Tensor, cfg: DictConfig) -> tuple[dict, dict]:
+def _metrics(sims: torch.Tensor, layout: EvalLayout, ok: torch.Tensor, cfg: DictConfig) -> tuple[dict, dict]:
+    """Retrieval and hubness metrics of the finite rows ``ok`` (multi-caption v2t: best-ranked caption)."""
     k = int(cfg.hubness.k)
     hub = hubness_metrics(sims, k=k)
     hub["k"] = k
     hub["k1_skewness"] = hubness_metrics(sims, k=1)["skewness"]
-    return retrieval_metrics(sims, gt, median=cfg.metrics.median), hub
+    mask = layout.relevant_mask(ok.nonzero().flatten())
+    if mask is None:
+        return retrieval_metrics(sims, layout.gt[ok], median=cfg.metrics.median), hub
+    return metrics_from_ranks(gt_ranks_multi(sims, mask), median=cfg.metrics.median), hub
+
+
+def _evaluation_record(layout: EvalLayout, task: str) -> dict[str, Any]:
+    """How the run was scored: 1:1 (the HAT-VTR protocol) or multi-caption (spec/metrics.md §2)."""
+    if not layout.multi:
+        return {"protocol": "one_to_one"}
+    captions = len(layout.queries) if task == "t2v" else len(layout.gallery)
+    return {"protocol": "multi_caption", "num_videos": layout.num_videos if task == "t2v" else len(layout.queries),
+            "num_captions": captions,
+            "relevance": "one video per caption" if task == "t2v" else "best-ranked caption of the video"}
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -256,27 +273,30 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     inputs = cfg.get("inputs") or {}
     frames = FrameCache(cache / "frames", cfg.data.num_frames, max_side=inputs.get("max_side"))
     num_read = len(pairs)
+    duplicates = inputs.get("duplicates", "error")
+    if cfg.data.get("all_captions") and duplicates == "error":  # every caption of each video: multi-caption
+        duplicates = "multi"
     pairs, report = screen_pairs(pairs, frames, model.tokenizer, on_bad=inputs.get("on_bad", "skip"),
-                                 duplicates=inputs.get("duplicates", "error"),
-                                 min_frames=int(inputs.get("min_frames", 1)),
+                                 duplicates=duplicates, min_frames=int(inputs.get("min_frames", 1)),
                                  missing_ok=bool(cfg.data.get("drop_missing")))
-    _check_gallery_size(len(pairs), cfg)
+    layout = EvalLayout.build(pairs, cfg.task, multi=duplicates == "multi")
+    video_pairs = layout.queries if query_side == "video" else layout.gallery  # each video once
+    _check_gallery_size(len(layout.gallery), cfg)
     copy = PerturbedCopy(cfg.shift.from_copy, shift) if single and cfg.shift.get("from_copy") else None
     for s in shifts:  # occlusion boxes, event-insertion donor pool (spec/mlvp.md §4.9, §4.11), before any adaptation
         if s.kind == "video" and copy is None:
             from tta.shifts.video.resources import build_resources
 
-            s.resources.update(build_resources(s, model, cfg.data, pairs, frames, cache))
-    gallery = encode_gallery(model, pairs, cfg, shift if single else ShiftSpec(), frames, cache, copy)
+            s.resources.update(build_resources(s, model, cfg.data, video_pairs, frames, cache))
+    gallery = encode_gallery(model, layout.gallery, cfg, shift if single else ShiftSpec(), frames, cache, copy)
     qcopy = copy if shift.kind == query_side else None
     if query_side == "video":
-        frames.warm([p.video_path for p in pairs], "decoding query videos")
-        segments = [VideoItems(pairs, frames, model.image_size, s if s.kind == "video" else ShiftSpec(), qcopy)
+        frames.warm([p.video_path for p in layout.queries], "decoding query videos")
+        segments = [VideoItems(layout.queries, frames, model.image_size, s if s.kind == "video" else ShiftSpec(), qcopy)
                     for s in shifts]
     else:
-        segments = [TextItems(pairs, s if s.kind == "text" else ShiftSpec(), qcopy) for s in shifts]
+        segments = [TextItems(layout.queries, s if s.kind == "text" else ShiftSpec(), qcopy) for s in shifts]
     stream = SegmentedStream(segments)
-    gt = torch.arange(len(pairs))
 
     adapter: OnlineAdapter = instantiate(cfg.adapter.method)
     if cfg.scenario.get("reset"):
@@ -285,7 +305,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         adapter.reset_policy = str(cfg.scenario.reset)
     if cfg.get("posthoc") is not None and cfg.posthoc.get("_target_"):
         adapter.posthoc = instantiate(cfg.posthoc)  # a gradient-free refiner after any adapter (conf/posthoc/)
-    adapter.bind(model, cfg.task, gallery, gt)
+    adapter.bind(model, cfg.task, gallery, layout.gt, layout.gallery_class)
     n_source = adapter.needs_source_split()
     if n_source:  # clean training-split data some options ask for (EATA's Fisher, QB-Norm's training bank)
         from tta.data.source_split import SourceSplit
@@ -323,9 +343,9 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
             adapter.setup("test")
             adapter.load_resume_state(state)
         adapt_s = time.time() - t_adapt
-        results = _score(cfg, adapter, shifts, pairs, gt, train_data, checkpoint, query_side, run_dir, copy, report,
-                         num_read, time_s={"total": time.time() - t_start, "adapt": adapt_s,
-                                 "per_query_ms": 1000.0 * adapt_s / max(1, len(pairs) * len(shifts)),
+        results = _score(cfg, adapter, shifts, layout, video_pairs, train_data, checkpoint, query_side, run_dir, copy,
+                         report, num_read, time_s={"total": time.time() - t_start, "adapt": adapt_s,
+                                 "per_query_ms": 1000.0 * adapt_s / max(1, len(layout.queries) * len(shifts)),
                                  "resumed_at_batch": start_batch})
         logger.log_results(results)
         (run_dir / RESUME_FILE).unlink(missing_ok=True)  # the results are complete: nothing left to resume
@@ -335,7 +355,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     return results
 
 
-def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pairs, gt: torch.Tensor,
+def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], layout: EvalLayout, video_pairs,
            train_data: DictConfig, checkpoint, query_side: str, run_dir: Path, copy: PerturbedCopy | None,
            report: InputReport, num_read: int, time_s: dict) -> dict[str, Any]:
     """Metrics of the scored stream, written to the run directory; returns the results record.
@@ -345,23 +365,25 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
     """
     single, shift = len(shifts) == 1, shifts[0]
     sims, order = adapter.scores()
-    if not torch.equal(order, gt.repeat(len(shifts))):
+    n_q = len(layout.queries)
+    if not torch.equal(order, torch.arange(n_q).repeat(len(shifts))):
         raise RuntimeError("scored rows are not in stream order")
     finite = torch.isfinite(sims).all(dim=1)
     if not finite.any():
         raise FloatingPointError("every scored row contains NaN/inf: the adapted model diverged; no metric is "
                                  "valid (see the counters and history.json for skipped updates)")
     for row in (~finite).nonzero().flatten().tolist():
-        seg, i = divmod(row, len(pairs))
-        report.skip(pairs[i], report.kept[i] if report.kept else i, "nonfinite_scores",
+        seg, i = divmod(row, n_q)
+        at = layout.query_rows[i]
+        report.skip(layout.queries[i], report.kept[at] if report.kept else at, "nonfinite_scores",
                     f"segment {seg} ({shifts[seg].name})")
     if not finite.all():
         log.warning("%d scored row(s) contain NaN/inf; they are excluded from the metrics and counted in "
                     "results.json 'skipped'", int((~finite).sum()))
 
     per_segment = []
-    for s, rows, ok in zip(shifts, sims.split(len(pairs)), finite.split(len(pairs)), strict=True):
-        retrieval, hub = _metrics(rows[ok], gt[ok], cfg)
+    for s, rows, ok in zip(shifts, sims.split(n_q), finite.split(n_q), strict=True):
+        retrieval, hub = _metrics(rows[ok], layout, ok, cfg)
         per_segment.append({"shift": s.name, "severity": s.severity, "retrieval": retrieval, "hubness": hub})
     if single:
         retrieval, hub = per_segment[0]["retrieval"], per_segment[0]["hubness"]
@@ -377,7 +399,8 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
         "scenario": cfg.scenario.name, "train_data": train_data.name, "checkpoint": str(checkpoint),
         "shift": shift.name if single else "stream", "severity": shift.severity if single else 0,
         "data": cfg.data.name, "seed": int(cfg.seed), "shift_seed": shift.seed, "shifted_side": shifted,
-        "num_queries": len(pairs), "num_gallery": int(sims.shape[1]), "num_pairs_read": num_read,
+        "num_queries": n_q, "num_gallery": int(sims.shape[1]), "num_pairs_read": num_read,
+        "evaluation": _evaluation_record(layout, cfg.task),
         "skipped": report.skipped_record(), "input_notes": report.notes_record(),
         "retrieval": retrieval,
         "hubness": hub,
@@ -386,7 +409,7 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
         "time_s": time_s,
         "versions": _versions(),
         "config": OmegaConf.to_container(cfg, resolve=True),
-        **_shift_record(shift, pairs, copy),
+        **_shift_record(shift, video_pairs, copy),
     }
     results["collapse"] = collapse_check(sims[finite], float(cfg.get("collapse_share", 0.5)))
     if not single:
@@ -397,7 +420,7 @@ def _score(cfg: DictConfig, adapter: OnlineAdapter, shifts: list[ShiftSpec], pai
     if cfg.save.k_occurrence:
         k_hist = min(15, sims.shape[1])  # N_15 (Fig. 2), or N_G for a gallery smaller than 15
         counts = [k_occurrence(rows[ok], k_hist).tolist()
-                  for rows, ok in zip(sims.split(len(pairs)), finite.split(len(pairs)), strict=True)]
+                  for rows, ok in zip(sims.split(n_q), finite.split(n_q), strict=True)]
         atomic_write_json(run_dir / "k_occurrence.json", {"k": k_hist, "counts": counts[-1], "per_segment": counts})
     if cfg.save.sims:
         atomic_torch_save(run_dir / "sims.pt", sims.half())
@@ -447,6 +470,8 @@ def print_results(results: dict[str, Any]) -> None:
 
     title = (f"{results['data']} {results['task']} | {results['model']} + {results['adapter']} | "
              f"{results['shift']} s{results['severity']} | Q={results['num_queries']} G={results['num_gallery']}")
+    if (results.get("evaluation") or {}).get("protocol") == "multi_caption":
+        title += " | multi-caption"
     table = Table(title=title)
     r, h = results["retrieval"], results["hubness"]
     for key in ("R@1", "R@5", "R@10", "R@50", "MdR", "MnR"):

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 RESET_POLICIES = ("per_shift", "episodic", "never")
 # attributes that are not the adapter's resumable state: bound inputs, the live model/optimizer, wiring
 _NOT_RESUME_STATE = frozenset({"model", "optimizer", "_snapshot", "source_split", "batch_callbacks", "gt",
-                               "checkpoint_fn", "_resume", "_batch_offset"})
+                               "gallery_class", "checkpoint_fn", "_resume", "_batch_offset"})
 PREDICT_WITH = ("last_forward", "post_update")
 
 
@@ -101,6 +101,9 @@ class OnlineAdapter(L.LightningModule):
         self.indices: list[torch.Tensor] = []
         self.history: list[BatchRecord] = []
         self.gt: torch.Tensor | None = None
+        # (G,) relevance class of each gallery item when a query has several relevant items (multi-caption v2t:
+        # the video of each caption); None = 1:1, the class of gallery item j is j
+        self.gallery_class: torch.Tensor | None = None
         self.counters: dict[str, int] = {"updates": 0, "skipped_updates": 0, "nonfinite_losses": 0, "resets": 0}
         # optional gradient-free refiner applied after refine_scores (`posthoc=` group, tta.adapters.posthoc)
         self.posthoc = None
@@ -115,20 +118,25 @@ class OnlineAdapter(L.LightningModule):
         self._batch_offset = 0  # batches finished before this process (a resumed run)
 
     # ------------------------------------------------------------------------------------------------ binding
-    def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None) -> None:
+    def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None,
+             gallery_class: torch.Tensor | None = None) -> None:
         """Attach the model, the direction and the (precomputed, frozen) gallery features.
 
         Args:
             model: the source retrieval model.
             task: ``v2t`` (video queries, caption gallery) or ``t2v``.
             gallery: (G, D) caption features (v2t) or (G, T, D) frame features (t2v).
-            gt: (Q,) ground-truth gallery index per query, used only for the running R@1 in the history.
+            gt: (Q,) ground-truth gallery index per query (the relevance class of the query when
+                ``gallery_class`` is given), used only for diagnostics: the running R@1 and the share of correct
+                pseudo-targets in the history.
+            gallery_class: (G,) relevance class of each gallery item for multi-caption galleries (v2t: the video
+                of each caption); None for 1:1 data.
         """
         if task not in ("v2t", "t2v"):
             raise ValueError(f"task must be v2t or t2v, got {task!r}")
         self.model, self.task = model, task
         self.register_buffer("gallery", gallery, persistent=False)
-        self.gt = gt
+        self.gt, self.gallery_class = gt, gallery_class
         self.configure_model()
 
     @property
@@ -361,10 +369,20 @@ class OnlineAdapter(L.LightningModule):
         if not math.isnan(record.running_r1):
             self.log("stream/R@1", record.running_r1, on_step=True, prog_bar=True, batch_size=record.size)
 
+    def is_relevant(self, picked: torch.Tensor, queries: torch.Tensor) -> torch.Tensor | None:
+        """Whether gallery item ``picked[i]`` is relevant to stream query ``queries[i]`` (diagnostics only);
+        None when the runner gave no ground truth."""
+        if self.gt is None:
+            return None
+        picked, want = picked.cpu(), self.gt[queries.cpu()].cpu()
+        if self.gallery_class is not None:
+            picked = self.gallery_class.cpu()[picked]
+        return picked == want
+
     def _running_r1(self) -> float:
         last = self.rows[-1]
         idx = self.indices[-1]
-        hit = (last.argmax(dim=1) == self.gt[idx]).sum().item()
+        hit = self.is_relevant(last.argmax(dim=1), idx).sum().item()
         self._hits = getattr(self, "_hits", 0) + hit
         self._seen = getattr(self, "_seen", 0) + len(idx)
         return 100.0 * self._hits / self._seen

@@ -237,9 +237,7 @@ class HATVTRAdapter(OnlineAdapter):
                 query = F.normalize(query, dim=-1)
             else:
                 target = F.normalize(target, dim=-1)
-        correct = None
-        if self.gt is not None and self._batch_index is not None:
-            correct = tg.idx.cpu() == self.gt[self._batch_index.cpu()].cpu()
+        correct = self.is_relevant(tg.idx, self._batch_index) if self._batch_index is not None else None
         rm.update(query, target, entropy.detach(), correct)
         if rm.empty:
             raise RuntimeError(f"the reliable memory is empty after a batch of {query.shape[0]}: floor(rho*b) = 0 "

@@ -117,9 +117,7 @@ class TCRAdapter(OnlineAdapter):
         q, c = self.pairs(fw.feats, idx)
         entropy = in_batch_entropy(q, c, self.temperature)
         if step == 0:
-            correct = None
-            if self.gt is not None and self._batch_index is not None:
-                correct = idx.cpu() == self.gt[self._batch_index.cpu()].cpu()
+            correct = self.is_relevant(idx, self._batch_index) if self._batch_index is not None else None
             self.queue.update(q.detach(), c.detach(), entropy.detach(), correct)
         if self.queue.empty:
             raise RuntimeError("the TCR queue is empty: floor(0.3*b) = 0 on the first batch (the reference code "

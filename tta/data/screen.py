@@ -5,9 +5,10 @@ Before any encoding, :func:`screen_pairs` checks every (video, caption) pair of 
 ========================  =====================================================================================
 problem                   behaviour
 ========================  =====================================================================================
-duplicate video id        ``inputs.duplicates=error`` (default): a clear error naming the ids (the online runner
-                          scores one ground truth per query, so a repeated video would make its other copies
-                          count as wrong answers); ``first``: keep the first pair, skip the rest
+duplicate video id        ``inputs.duplicates=error`` (default): a clear error naming the ids (a 1:1 evaluation
+                          would make a repeated video's other copies count as wrong answers); ``first``: keep the
+                          first pair, skip the rest; ``multi``: keep every caption and evaluate multi-caption
+                          (``spec/metrics.md`` §2; the default with ``data.all_captions=true``)
 empty / whitespace        skipped (``empty_caption``)
 caption
 missing video file        skipped (``missing_video``)
@@ -49,6 +50,7 @@ from tta.utils.progress import progress_iter
 
 log = logging.getLogger(__name__)
 
+DUPLICATE_POLICIES = ("error", "first", "multi")
 SKIP_REASONS = ("duplicate_video_id", "empty_caption", "missing_video", "undecodable_video", "too_few_frames",
                 "nonfinite_scores")
 TINY_SIDE = 16
@@ -114,7 +116,7 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
         frames: the run's frame cache (its ``max_side`` decides what is downscaled).
         tokenizer: the model's tokenizer (``num_tokens`` and ``context_length``) for the long-caption count.
         on_bad: ``skip`` (drop and count) or ``error`` (raise :class:`BadInputError` listing every problem).
-        duplicates: ``error`` or ``first`` for repeated video ids.
+        duplicates: ``error``, ``first`` or ``multi`` (keep them: a multi-caption split) for repeated video ids.
         min_frames: fewest distinct decodable frames a usable video has.
         decode: decode the videos (False only checks captions, ids and that files exist).
         missing_ok: missing video files are expected (``data.drop_missing: true``): they are skipped and counted
@@ -126,19 +128,23 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
     """
     if on_bad not in ("skip", "error"):
         raise BadInputError(f"inputs.on_bad must be 'skip' or 'error', got {on_bad!r}")
-    if duplicates not in ("error", "first"):
-        raise BadInputError(f"inputs.duplicates must be 'error' or 'first', got {duplicates!r}")
+    if duplicates not in DUPLICATE_POLICIES:
+        raise BadInputError(f"inputs.duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     report = InputReport()
     seen: dict[str, int] = {}
     dupes = [(i, p) for i, p in enumerate(pairs) if seen.setdefault(p.video_id, i) != i]
+    if duplicates == "multi":
+        dupes = []
     if dupes and duplicates == "error":
         ids = sorted({p.video_id for _, p in dupes})
         raise BadInputError(
             f"the test split repeats {len(ids)} video id(s) ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}; "
             f"{len(dupes)} extra pair(s)). The online runner scores one ground-truth item per query, so a repeated "
-            "video would count its other copies as wrong answers. Use a one-caption-per-video split (e.g. "
-            "data.all_captions=false) or inputs.duplicates=first to keep the first pair of each video.")
+            "video would count its other copies as wrong answers. Use inputs.duplicates=multi for a multi-caption "
+            "evaluation (every caption kept; spec/metrics.md §2), inputs.duplicates=first to keep the first pair "
+            "of each video, or a one-caption-per-video split (data.all_captions=false).")
     dupe_rows = {i for i, _ in dupes}
+    noted: set[str] = set()
     checked = list(progress_iter(list(enumerate(pairs)), len(pairs), description)) if decode else list(enumerate(pairs))
     for i, p in checked:
         if i in dupe_rows:
@@ -156,7 +162,8 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
         if problem is not None:
             report.skip(p, i, *problem)
             continue
-        if decode:
+        if decode and p.video_id not in noted:  # a multi-caption video is noted once
+            noted.add(p.video_id)
             _notes(report, frames, p)
         if tokenizer is not None and hasattr(tokenizer, "num_tokens"):
             if tokenizer.num_tokens(p.caption) > tokenizer.context_length:

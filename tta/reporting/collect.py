@@ -32,7 +32,8 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
 
     Returns:
         (runs, failures): ``runs`` has one row per results.json with the identity columns (data, task, scenario,
-        model, adapter, posthoc, shift, level, severity, seed), the metrics (R@1, R@5, R@10, R@50, MdR, MnR,
+        model, adapter, posthoc, shift, level, severity, seed, protocol; a multi-caption run's data reads
+        "<data> (multi-caption)"), the metrics (R@1, R@5, R@10, R@50, MdR, MnR,
         skewness, ...) and ``dir``; ``failures`` lists {dir, error} of jobs that failed.
     """
     root = Path(root)
@@ -49,6 +50,9 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row = {k: res.get(k) for k in ("data", "task", "scenario", "model", "adapter", "posthoc", "shift",
                                        "severity", "seed", "train_data", "num_queries")}
         row["scenario"] = row["scenario"] or "qs"
+        row["protocol"] = (res.get("evaluation") or {}).get("protocol", "one_to_one")
+        if row["protocol"] == "multi_caption":  # never averaged with the 1:1 runs of the same dataset
+            row["data"] = f"{row['data']} (multi-caption)"
         row["level"] = shift_level(res["shift"])
         row.update(res["retrieval"])
         row.update({k: v for k, v in res["hubness"].items() if k != "k"})
