@@ -286,3 +286,22 @@ def test_multi_caption_runs_are_never_averaged_with_one_to_one_runs(tmp_path):
     got = dict(zip(df["data"], df["R@1"], strict=True))
     assert got == {"msvd": 40.0, "msvd (multi-caption)": 30.0}
     assert sorted(df["protocol"]) == ["multi_caption", "one_to_one"]
+
+
+def test_jsonl_pivot_bolds_the_best_and_averages_complete_columns():
+    from benchmarks.jsonl_table import pivot
+
+    def row(model, config, shift, sev, r1):
+        return {"model": model, "config": config, "task": "t2v", "shift": shift, "severity": sev, "R@1": r1,
+                "R@5": r1 + 10, "skewness": 0.5}
+
+    rows = [row("xpool", "source", "clean", 0, 40.0), row("xpool", "hatvtr", "clean", 0, 43.5),
+            row("xpool", "source", "ocr", 7, 6.0), row("xpool", "hatvtr", "ocr", 7, 8.0),
+            row("xpool", "source", "formal", 1, 38.0), row("xpool", "hatvtr", "formal", 1, 37.0),
+            row("xpool", "tent", "clean", 0, 30.0)]  # tent lacks the shifted rows: no mean
+    lines = pivot(rows, r1_only=True, bold=True, mean=True).splitlines()
+    assert lines[0] == "| task | shift | xpool source R@1 | xpool tent R@1 | xpool hatvtr R@1 |"
+    assert lines[2] == "| t2v | clean | 40.0 | 30.0 | **43.5** |"
+    assert lines[4] == "| t2v | formal 1 | **38.0** |  | 37.0 |"
+    assert lines[-1] == "| mean | 2 shifts | 22.0 |  | **22.5** |"
+    assert pivot(rows[:2], r5=True).splitlines()[2] == "| t2v | clean | 40.0 / 50.0 | 43.5 / 53.5 |"
