@@ -138,6 +138,7 @@ from tests.test_real_path_e2e import official_checkpoints  # noqa: E402,F401 - f
 from tta.data.cache import FrameCache, limit_side  # noqa: E402
 from tta.data.readers.msrvtt import VideoTextPair, write_jsfusion_test_csv  # noqa: E402
 from tta.data.screen import BadInputError, screen_pairs  # noqa: E402
+from tta.data.video import pixel_format_traits  # noqa: E402
 from tta.metrics import retrieval_metrics  # noqa: E402
 
 N_GOOD = 14
@@ -241,8 +242,9 @@ def test_each_bad_input_is_skipped_or_repaired_and_counted(bad_root, official_ch
     detail = {s["video_id"]: s["detail"] for s in res["skipped"]["items"]}
     assert "does not exist" in detail["video100"] and "VideoDecodeError" in detail["video102"]
     notes = {k: v["items"] for k, v in res["input_notes"].items()}
-    assert notes == {"downscaled": ["video109"], "long_caption": ["ret27"],
-                     "short_video": ["video104", "video105", "video109"], "tiny_video": ["video108"]}
+    assert notes == {"alpha_dropped": ["video107"], "downscaled": ["video109"], "grayscale_video": ["video106"],
+                     "long_caption": ["ret27"], "short_video": ["video104", "video105", "video109"],
+                     "tiny_video": ["video108"]}
     assert res["num_pairs_read"] == N_GOOD + 14 and res["num_queries"] == res["num_gallery"] == N_GOOD + 8
     # the metrics are exactly those of the kept pairs: the scored matrix has one finite row per kept query
     sims = torch.load(tmp_path / "run" / "sims.pt").float()
@@ -265,6 +267,10 @@ def test_repaired_videos_decode_as_documented(bad_root, tmp_path):
     assert huge.shape == (12, 1080, 1920, 3)  # 2560x1440 -> longer side 1920, aspect kept
     assert int(huge[0, 540, 400, 0]) > 190 and int(huge[0, 540, 1500, 0]) < 10  # left half bright, right dark
     assert frames.oversize(str(vids / "video109.mp4")) and not frames.oversize(str(vids / "video104.mp4"))
+    traits = {f: pixel_format_traits(f) for f in ("gray", "ya8", "rgba", "yuva420p", "yuv420p", "pal8", None)}
+    assert traits == {"gray": (True, False), "ya8": (True, True), "rgba": (False, True), "yuva420p": (False, True),
+                      "yuv420p": (False, False), "pal8": (False, False), None: (False, False)}
+    assert frames.header(str(vids / "video106.mkv"))[2] == "gray"
     x = torch.randint(0, 255, (2, 40, 60, 3), dtype=torch.uint8)
     assert limit_side(x, 60) is x and limit_side(x, 30).shape == (2, 20, 30, 3)
 

@@ -31,7 +31,7 @@ import torch
 
 from tta.data.frames import uniform_frame_indices
 from tta.data.transforms import pad_frames
-from tta.data.video import read_all_frames, read_frames, video_frame_count, video_size
+from tta.data.video import read_all_frames, read_frames, video_frame_count, video_header
 from tta.utils.io import atomic_write_bytes
 from tta.utils.progress import progress_iter
 
@@ -51,7 +51,7 @@ class FrameCache:
         self.root = Path(root) if root else None
         self.num_frames = num_frames
         self.max_side = int(max_side) if max_side else None
-        self._sizes: dict[str, tuple[int, int] | None] = {}
+        self._sizes: dict[str, tuple[int, int, str | None] | None] = {}  # headers
         self._indices: dict[str, list[int]] = {}
         if self.root:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -63,11 +63,16 @@ class FrameCache:
             self._indices[path] = uniform_frame_indices(video_frame_count(path), self.num_frames)
         return self._indices[path]
 
+    def header(self, path: str) -> tuple[int, int, str | None] | None:
+        """(height, width, pixel format) of ``path`` from its header (memoised); None if unknown."""
+        if path not in self._sizes:
+            self._sizes[path] = video_header(path)
+        return self._sizes[path]
+
     def size(self, path: str) -> tuple[int, int] | None:
         """(height, width) of ``path`` from its header (memoised); None if unknown."""
-        if path not in self._sizes:
-            self._sizes[path] = video_size(path)
-        return self._sizes[path]
+        header = self.header(path)
+        return None if header is None else header[:2]
 
     def oversize(self, path: str) -> bool:
         """Whether ``path``'s frames exceed ``max_side`` (header size) and are therefore downscaled."""

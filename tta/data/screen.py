@@ -19,7 +19,8 @@ fewer decodable frames    skipped (``too_few_frames``)
 than ``inputs.min_frames``
 fewer frames than         kept: the uniform indices repeat frames (MLVP §2.1); counted in ``input_notes``
 requested (e.g. 1 frame)  (``short_video``)
-grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.data.video`
+grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.data.video`; counted
+                          (``grayscale_video``, ``alpha_dropped``)
 tiny video (e.g. 8x8)     kept: upsampled by the CLIP transform; counted (``tiny_video``, short side < 16)
 huge video                kept: downscaled to ``inputs.max_side`` right after decoding; counted (``downscaled``)
 caption longer than the   kept: truncated by the tokenizer at its context length, as CLIP4Clip and X-Pool do;
@@ -46,6 +47,7 @@ from typing import Any
 
 from tta.data.cache import FrameCache
 from tta.data.readers.msrvtt import VideoTextPair
+from tta.data.video import pixel_format_traits
 from tta.utils.progress import progress_iter
 
 log = logging.getLogger(__name__)
@@ -188,7 +190,7 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
 
 
 def _notes(report: InputReport, frames: FrameCache, p: VideoTextPair) -> None:
-    """Counted repairs of a usable video: padded (short), tiny, downscaled."""
+    """Counted repairs of a usable video: padded (short), tiny, downscaled, grayscale (replicated), alpha (dropped)."""
     if len(set(frames.indices(p.video_path))) < frames.num_frames:
         report.note("short_video", p.video_id)
     size = frames.size(p.video_path)
@@ -196,3 +198,9 @@ def _notes(report: InputReport, frames: FrameCache, p: VideoTextPair) -> None:
         report.note("tiny_video", p.video_id)
     if frames.oversize(p.video_path):
         report.note("downscaled", p.video_id)
+    header = frames.header(p.video_path)
+    gray, alpha = pixel_format_traits(header[2] if header else None)
+    if gray:
+        report.note("grayscale_video", p.video_id)
+    if alpha:
+        report.note("alpha_dropped", p.video_id)

@@ -33,6 +33,8 @@ __all__ = [
     "VideoNotFoundError",
     "video_frame_count",
     "video_size",
+    "video_header",
+    "pixel_format_traits",
     "read_frames",
     "read_all_frames",
     "ensure_rgb",
@@ -160,8 +162,9 @@ def video_frame_count(path: PathLike) -> int:
         raise VideoDecodeError(f"Could not read the frame count of {path!r}: {err}. {_REENCODE_HINT}") from err
 
 
-def video_size(path: PathLike) -> tuple[int, int] | None:
-    """``(height, width)`` of the first video stream from the container header (no decoding); ``None`` if unknown."""
+def video_header(path: PathLike) -> tuple[int, int, str | None] | None:
+    """``(height, width, pixel format)`` of the first video stream from the container header (no decoding);
+    ``None`` if unknown."""
     try:
         import av
 
@@ -169,9 +172,32 @@ def video_size(path: PathLike) -> tuple[int, int] | None:
             if not container.streams.video:
                 return None
             ctx = container.streams.video[0].codec_context
-            return (int(ctx.height), int(ctx.width)) if ctx.height and ctx.width else None
+            fmt = ctx.format.name if ctx.format is not None else None
+            return (int(ctx.height), int(ctx.width), fmt) if ctx.height and ctx.width else None
     except Exception:  # noqa: BLE001 - a header PyAV cannot read: decoding will report the real problem
         return None
+
+
+def video_size(path: PathLike) -> tuple[int, int] | None:
+    """``(height, width)`` of the first video stream from the container header (no decoding); ``None`` if unknown."""
+    header = video_header(path)
+    return None if header is None else header[:2]
+
+
+def pixel_format_traits(name: str | None) -> tuple[bool, bool]:
+    """``(grayscale, has_alpha)`` of an FFmpeg pixel format (``gray``, ``ya8`` -> gray; ``rgba``, ``yuva420p`` ->
+    alpha). Decoding makes every video 3-channel RGB: gray is replicated, alpha dropped (not composited)."""
+    if not name:
+        return False, False
+    try:
+        import av
+
+        comps = av.VideoFormat(name).components
+    except Exception:  # noqa: BLE001 - a format PyAV does not know: nothing to report
+        return False, False
+    colour = [c for c in comps if not c.is_alpha]
+    gray = not name.startswith("pal") and len(colour) == 1 and colour[0].is_luma
+    return gray, any(c.is_alpha for c in comps)
 
 
 def _tolerance(count: int) -> int:
