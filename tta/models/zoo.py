@@ -15,6 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from tta.utils.config import compose
+from tta.utils.io import file_lock
 from tta.utils.paths import cache_root
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,11 @@ def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | Non
     pre_cfg = _train_cfg("pretrain", model_cfg, None, cache, recipe)
     pre_path = cache / "checkpoints" / f"pretrained-{_recipe_key(pre_cfg)}.pt"
     if not pre_path.exists():
-        log.info("building the embedded pretrained model (first use, a few minutes): %s", pre_path)
-        pre_cfg.output = str(pre_path)
-        train(pre_cfg)
+        with file_lock(pre_path.with_suffix(".lock"), "the embedded pretrained model"):
+            if not pre_path.exists():  # not built by another job while this one waited
+                log.info("building the embedded pretrained model (first use, a few minutes): %s", pre_path)
+                pre_cfg.output = str(pre_path)
+                train(pre_cfg)
     if pretrained_only:
         return pre_path
     if data_cfg is None:
@@ -79,7 +82,10 @@ def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | Non
     key = _recipe_key(ft_cfg) + hashlib.sha256(str(pre_path.name).encode()).hexdigest()[:4]
     path = cache / "checkpoints" / f"{model_cfg.name}-{data_cfg.name}-{key}.pt"
     if not path.exists():
-        log.info("fine-tuning the embedded %s on %s (first use, a few minutes): %s", model_cfg.name, data_cfg.name, path)
-        ft_cfg.output = str(path)
-        train(ft_cfg)
+        with file_lock(path.with_suffix(".lock"), f"the embedded {model_cfg.name} checkpoint"):
+            if not path.exists():
+                log.info("fine-tuning the embedded %s on %s (first use, a few minutes): %s", model_cfg.name,
+                         data_cfg.name, path)
+                ft_cfg.output = str(path)
+                train(ft_cfg)
     return path

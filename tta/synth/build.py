@@ -31,7 +31,7 @@ import numpy as np
 
 from tta.synth.render import STYLE_GEOMETRY, render
 from tta.synth.scene import Scene, caption, object_label, pretrain_caption, sample_scene
-from tta.utils.io import atomic_write_json, atomic_write_text
+from tta.utils.io import atomic_write_json, atomic_write_text, file_lock
 from tta.utils.progress import progress_iter
 from tta.utils.seeding import derive_seed
 
@@ -68,7 +68,7 @@ def write_mp4(path: Path, frames: np.ndarray, fps: int, crf: int = 18) -> None:
     """Encode uint8 (T, H, W, 3) RGB frames to an H.264 MP4 atomically (temp file + rename)."""
     import av
 
-    tmp = path.with_name(path.name + ".part")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.part")  # per process: never two writers on one temp file
     with av.open(str(tmp), mode="w", format="mp4") as container:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height = frames.shape[2], frames.shape[1]
@@ -109,7 +109,19 @@ def _make_video(args: tuple[SynthConfig, int, str]) -> dict:
 
 
 def build_synth(cfg: SynthConfig, cache_dir: str | os.PathLike, workers: int = 2) -> Path:
-    """Build (or reuse) the dataset described by ``cfg`` under ``cache_dir``; return its directory."""
+    """Build (or reuse) the dataset described by ``cfg`` under ``cache_dir``; return its directory.
+
+    Concurrent callers (jobs of one sweep) serialise on a lock file next to it: one builds, the others reuse."""
+    root = Path(cache_dir) / cfg.key()
+    if (root / MANIFEST).exists():
+        return root
+    with file_lock(root.with_name(root.name + ".lock"), f"the embedded dataset {cfg.name}"):
+        if (root / MANIFEST).exists():  # another job built it while this one waited
+            return root
+        return _build_synth(cfg, root, workers)
+
+
+def _build_synth(cfg: SynthConfig, root: Path, workers: int) -> Path:
     from tta.data.readers.msrvtt import (
         VideoTextPair,
         write_jsfusion_test_csv,
@@ -117,9 +129,6 @@ def build_synth(cfg: SynthConfig, cache_dir: str | os.PathLike, workers: int = 2
         write_msrvtt_train_csv,
     )
 
-    root = Path(cache_dir) / cfg.key()
-    if (root / MANIFEST).exists():
-        return root
     log.info("building embedded dataset %s in %s (first use; resumable)", cfg.name, root)
     (root / "videos").mkdir(parents=True, exist_ok=True)
     total = cfg.n_train + cfg.n_val + cfg.n_test
@@ -199,7 +208,14 @@ def build_pretrain_corpus(cfg: PretrainConfig, cache_dir: str | os.PathLike, wor
     root = Path(cache_dir) / cfg.key()
     if (root / MANIFEST).exists():
         return root
-    if root.exists():
+    with file_lock(root.with_name(root.name + ".lock"), "the embedded pretraining corpus"):
+        if (root / MANIFEST).exists():
+            return root
+        return _build_pretrain_corpus(cfg, root, workers)
+
+
+def _build_pretrain_corpus(cfg: PretrainConfig, root: Path, workers: int) -> Path:
+    if root.exists():  # an interrupted build (the lock is held: no one else is writing it)
         shutil.rmtree(root)
     root.mkdir(parents=True)
     jobs = [(cfg, i) for i in range(cfg.n_images)]

@@ -1,12 +1,49 @@
-"""Atomic writes: a results file is either complete or absent, never half written."""
+"""Atomic writes: a results file is either complete or absent, never half written; and a cross-process lock for
+cache entries that several jobs of a sweep may build at once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike, what: str = "") -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created if needed) for the ``with`` block.
+
+    Jobs of a Hydra multirun (joblib locally, SLURM array tasks on one shared file system) that need the same cache
+    entry (the embedded dataset, a checkpoint) wait for the first one to build it instead of building it together.
+    ``fcntl.flock`` works on local disks and on NFS (emulated with POSIX locks); where ``fcntl`` does not exist
+    (Windows) the lock is a no-op and the atomic writes alone keep entries whole.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for another process to finish %s (lock %s)", what or "a cache entry", path)
+            start = time.time()
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            log.info("lock %s acquired after %.0f s", path, time.time() - start)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _atomic(path: str | os.PathLike, write) -> Path:
