@@ -100,6 +100,7 @@ def test_v2t_all_captions_end_to_end(msvd_root, official_checkpoints, tmp_path):
                    "data.all_captions=true", "adapter=hatvtr"), tmp_path / "r")
     assert (res["num_queries"], res["num_gallery"]) == (N, 3 * N)
     assert res["evaluation"]["protocol"] == "multi_caption" and res["evaluation"]["num_captions"] == 3 * N
+    assert res["evaluation"]["num_videos"] == N
     sims = torch.load(tmp_path / "r" / "sims.pt").float()
     assert sims.shape == (N, 3 * N)
     best = torch.stack([sims[i, 3 * i:3 * i + 3].max() for i in range(N)])

@@ -239,8 +239,7 @@ def _evaluation_record(layout: EvalLayout, task: str) -> dict[str, Any]:
     if not layout.multi:
         return {"protocol": "one_to_one"}
     captions = len(layout.queries) if task == "t2v" else len(layout.gallery)
-    return {"protocol": "multi_caption", "num_videos": layout.num_videos if task == "t2v" else len(layout.queries),
-            "num_captions": captions,
+    return {"protocol": "multi_caption", "num_videos": layout.num_videos, "num_captions": captions,
             "relevance": "one video per caption" if task == "t2v" else "best-ranked caption of the video"}
 
 

@@ -62,6 +62,7 @@ class EvalLayout:
 
     @property
     def num_videos(self) -> int:
+        """Distinct videos of the run (the gallery holds every video, once or through its captions)."""
         return len({p.video_id for p in self.gallery})
 
     def relevant_mask(self, rows: torch.Tensor | None = None) -> torch.Tensor | None:

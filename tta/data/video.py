@@ -32,7 +32,6 @@ __all__ = [
     "VideoDecodeError",
     "VideoNotFoundError",
     "video_frame_count",
-    "video_size",
     "video_header",
     "pixel_format_traits",
     "read_frames",
@@ -176,12 +175,6 @@ def video_header(path: PathLike) -> tuple[int, int, str | None] | None:
             return (int(ctx.height), int(ctx.width), fmt) if ctx.height and ctx.width else None
     except Exception:  # noqa: BLE001 - a header PyAV cannot read: decoding will report the real problem
         return None
-
-
-def video_size(path: PathLike) -> tuple[int, int] | None:
-    """``(height, width)`` of the first video stream from the container header (no decoding); ``None`` if unknown."""
-    header = video_header(path)
-    return None if header is None else header[:2]
 
 
 def pixel_format_traits(name: str | None) -> tuple[bool, bool]:
