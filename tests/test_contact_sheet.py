@@ -17,7 +17,7 @@ from tta.shifts import registry
 from tta.shifts.contact_sheet import GAP, HEADER_HEIGHT, LABEL_WIDTH, render_sheet, run_contact_sheet, shift_cell
 from tta.synth.build import write_mp4
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
+CONF = str(Path(__file__).resolve().parents[1] / "tta" / "conf")
 T, H, W = 20, 48, 64
 
 

@@ -192,7 +192,7 @@ def test_launcher_configs_and_cluster_overlay_compose():
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(str(ROOT / "tta" / "conf"), version_base="1.3"):
         slurm = hydra_compose("run", ["hydra/launcher=slurm"], return_hydra_config=True)
         local = hydra_compose("run", ["hydra/launcher=local"], return_hydra_config=True)
     assert slurm.hydra.launcher._target_.endswith("SlurmLauncher") and slurm.hydra.launcher.gpus_per_node == 1

@@ -149,7 +149,7 @@ def perturb(cfg: DictConfig) -> Path:
     return out
 
 
-@hydra.main(config_path="../conf", config_name="perturb", version_base="1.3")
+@hydra.main(config_path="conf", config_name="perturb", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     path = perturb(cfg)
     print(f"wrote {path}")  # the CLI's one line of output

@@ -498,7 +498,7 @@ def print_results(results: dict[str, Any]) -> None:
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError, VideoDecodeError)
 
 
-@hydra.main(config_path="../conf", config_name="run", version_base="1.3")
+@hydra.main(config_path="conf", config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode

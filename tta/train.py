@@ -260,7 +260,7 @@ def train(cfg: DictConfig) -> Path:
     return out
 
 
-@hydra.main(config_path="../conf", config_name="train", version_base="1.3")
+@hydra.main(config_path="conf", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     train(cfg)
 

@@ -20,7 +20,7 @@ from tta.shifts.text import APPROXIMATION, HATVTR_TEXT_SHIFTS, perturb_text_deta
 
 log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[3]
-CONF = REPO / "conf" / "shift"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "shift"
 DEFAULT_CSV = REPO.parent / "shared" / "data" / "MSRVTT_JSFUSION_test.csv"
 
 
