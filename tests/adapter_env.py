@@ -23,9 +23,9 @@ from tta.adapters.base import OnlineAdapter
 from tta.data.cache import FrameCache
 from tta.data.registry import load_pairs
 from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
-from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
 from tta.run import encode_gallery
+from tta.synth.zoo import load_model
 from tta.utils.config import compose
 from tta.utils.paths import cache_root
 
@@ -48,7 +48,7 @@ def build_env(cache: Path, model: str, task: str, batch_sizes: tuple[int, ...] =
     """Model, gallery (all tiny test pairs) and query batches of the given sizes (stream order)."""
     cfg = compose("run", tiny_overrides(cache, f"model={model}", f"task={task}", f"shift={shift}"))
     root = cache_root(cfg.paths.cache_dir)
-    net = model_from_config(cfg.model, cfg.model.checkpoint, cfg.data, root, recipe=list(cfg.embedded_recipe))
+    net = load_model(cfg.model, cfg.model.checkpoint, cfg.data, root, recipe=list(cfg.embedded_recipe))
     pairs = load_pairs(cfg.data, "test", root)
     frames = FrameCache(root / "frames", cfg.data.num_frames)
     spec = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed))

@@ -12,9 +12,9 @@ from PIL import Image
 
 import tta.shifts.video.schiappa  # noqa: F401  (registers the Schiappa shifts)
 from tests.conftest import TINY_DATA
-from tta.data.frames import uniform_frame_indices
+from tta.contact_sheet import GAP, HEADER_HEIGHT, LABEL_WIDTH, render_sheet, run_contact_sheet, shift_cell
+from tta.media.frames import uniform_frame_indices
 from tta.shifts import registry
-from tta.shifts.contact_sheet import GAP, HEADER_HEIGHT, LABEL_WIDTH, render_sheet, run_contact_sheet, shift_cell
 from tta.synth.build import write_mp4
 
 CONF = str(Path(__file__).resolve().parents[1] / "tta" / "conf")
@@ -92,8 +92,8 @@ def test_command_writes_one_png_per_dataset(tiny_cache, tmp_path):
 
 def test_occlusion_and_event_insertion_cells_get_the_run_resources(tiny_cache, tmp_path):
     from tests.conftest import tiny_overrides
+    from tta.contact_sheet import sheet_resources
     from tta.data.registry import load_pairs
-    from tta.shifts.contact_sheet import sheet_resources
     from tta.utils.paths import cache_root
 
     recipe = [o for o in tiny_overrides(tiny_cache) if o.startswith("embedded_recipe=")]

@@ -30,7 +30,7 @@ from tta.data.readers import (
     validate_pairs,
 )
 from tta.data.registry import load_pairs
-from tta.data.video import read_frames
+from tta.media.video import read_frames
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_MSRVTT = REPO.parent / "shared" / "data" / "MSRVTT_JSFUSION_test.csv"

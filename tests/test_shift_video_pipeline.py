@@ -9,9 +9,9 @@ import torch
 
 from tests.video_shift_env import MLVP, donor_pool, main_objects, pair_for, sample_video, textured_clip, write_clip  # noqa: F401
 from tta.data.cache import FrameCache
-from tta.data.frames import uniform_frame_indices
 from tta.data.stream import PerturbedCopy, ShiftSpec, VideoItems
-from tta.data.transforms import pad_frames
+from tta.media.frames import uniform_frame_indices
+from tta.media.transforms import pad_frames
 from tta.shifts import item_seed, perturb_video
 from tta.shifts.video.common import ShiftContext
 from tta.shifts.video.mixed import MLVP_TYPES, plan_summary

@@ -95,7 +95,7 @@ def test_elastic_is_identity_at_zero_strength_and_not_monotone():
     zero = np.zeros(clip.shape[1:3])
     assert torch.equal(elastic_warp(clip, ident, zero, zero), clip)
     # App. E.4 / F.3: severities 1-2 (large affine jitter) distort more than 3 (local warps): not monotone
-    frames = torch.from_numpy(__import__("tta.data.video", fromlist=["read_frames"]).read_frames(
+    frames = torch.from_numpy(__import__("tta.media.video", fromlist=["read_frames"]).read_frames(
         sample_video(), list(range(0, 120, 10))).numpy())
     errs = [(perturb_video(frames, "elastic_distortion", s, 2).float() - frames.float()).abs().mean().item()
             for s in range(1, 6)]
@@ -104,7 +104,7 @@ def test_elastic_is_identity_at_zero_strength_and_not_monotone():
 
 def test_fog_attenuates_content_with_c():
     """Fog scales the content by μ/(μ + c): the clip's temporal contrast shrinks as c grows (s3 = s4: same c)."""
-    from tta.data.video import read_frames
+    from tta.media.video import read_frames
 
     frames = read_frames(sample_video(), list(range(0, 120, 10))).float()
     gain = []
@@ -117,7 +117,7 @@ def test_fog_attenuates_content_with_c():
 @pytest.mark.parametrize("name", ["gaussian", "impulse", "style_transfer_approx"])
 def test_degradation_grows_with_severity(name):
     """Monotone where the paper claims it (App. E.4); snow and elastic are not (rise from s2 to s3)."""
-    from tta.data.video import read_frames
+    from tta.media.video import read_frames
 
     frames = read_frames(sample_video(), list(range(0, 120, 20)))
     errs = [(perturb_video(frames, name, s, 4).float() - frames.float()).abs().mean().item() for s in range(1, 6)]
@@ -125,7 +125,7 @@ def test_degradation_grows_with_severity(name):
 
 
 def test_h264_bitrate_and_quality_on_a_real_video():
-    from tta.data.video import read_all_frames
+    from tta.media.video import read_all_frames
 
     frames, fps = read_all_frames(sample_video())
     x = frames.numpy()

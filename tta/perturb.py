@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from tta.data.cache import FrameCache
 from tta.data.registry import dataset_root, load_pairs
 from tta.data.stream import ShiftSpec
-from tta.data.transforms import clip_transform
+from tta.media.transforms import clip_transform
 from tta.shifts.video.mixed import is_mixed, plan_summary
 from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
 from tta.utils.paths import cache_root
@@ -121,13 +121,13 @@ def perturb(cfg: DictConfig) -> Path:
 
             size = tower_config(cfg.model).image_size
         if used & {"main_object_occlusion", "event_insertion"}:
-            from tta.shifts.video.resources import build_resources
+            from tta.data.shift_resources import build_resources
 
             model = None
             if "event_insertion" in used:
-                from tta.models.factory import model_from_config
+                from tta.synth.zoo import load_model
 
-                model = model_from_config(cfg.model, cfg.model.checkpoint, cfg.data, cache,
+                model = load_model(cfg.model, cfg.model.checkpoint, cfg.data, cache,
                                           recipe=list(cfg.get("embedded_recipe") or []))
             shift.resources.update(build_resources(shift, model, cfg.data, pairs, frames, cache))
             if "donor_pool" in shift.resources:

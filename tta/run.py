@@ -32,12 +32,12 @@ from tta.data.registry import load_pairs
 from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
-from tta.data.video import VideoDecodeError
+from tta.media.video import VideoDecodeError
 from tta.metrics import gt_ranks_multi, hubness_metrics, k_occurrence, metrics_from_ranks, retrieval_metrics
 from tta.models.encode import encode_texts, encode_videos
-from tta.models.factory import model_from_config
 from tta.models.retrieval import RetrievalModel
 from tta.shifts.video.mixed import is_mixed, plan_summary
+from tta.synth.zoo import load_model
 from tta.utils.config import compose
 from tta.utils.io import atomic_torch_save, atomic_write_json
 from tta.utils.loggers import BatchRows, build_logger
@@ -262,7 +262,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
 
     train_data = train_data_config(cfg)
     checkpoint = cfg.scenario.get("checkpoint") or cfg.model.checkpoint
-    model = model_from_config(cfg.model, checkpoint, train_data, cache,
+    model = load_model(cfg.model, checkpoint, train_data, cache,
                               recipe=list(cfg.get("embedded_recipe") or []))
     pairs = load_pairs(cfg.data, "test", cache, drop_missing=False)  # screen_pairs skips and counts missing videos
     if cfg.data.subset:
@@ -284,7 +284,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     copy = PerturbedCopy(cfg.shift.from_copy, shift) if single and cfg.shift.get("from_copy") else None
     for s in shifts:  # occlusion boxes, event-insertion donor pool (spec/mlvp.md §4.9, §4.11), before any adaptation
         if s.kind == "video" and copy is None:
-            from tta.shifts.video.resources import build_resources
+            from tta.data.shift_resources import build_resources
 
             s.resources.update(build_resources(s, model, cfg.data, video_pairs, frames, cache))
     gallery = encode_gallery(model, layout.gallery, cfg, shift if single else ShiftSpec(), frames, cache, copy)

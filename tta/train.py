@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset
 
 from tta.data.cache import FrameCache
-from tta.data.transforms import clip_transform
+from tta.media.transforms import clip_transform
 from tta.models.checkpoint import load_checkpoint, save_checkpoint
 from tta.models.encode import encode_texts, encode_videos, pairwise_similarity
 from tta.models.retrieval import RetrievalModel
@@ -167,9 +167,9 @@ def _load_training_data(cfg: DictConfig, model: RetrievalModel, cache: Path):
     """Return (clips, captions_of, captions) for the configured stage."""
     size = model.image_size
     if cfg.stage == "pretrain":
-        from tta.synth.build import PretrainConfig, build_pretrain_corpus
+        from hydra.utils import instantiate
 
-        root = build_pretrain_corpus(PretrainConfig(**cfg.pretrain_corpus), cache / "data", workers=cfg.workers)
+        root = instantiate(cfg.pretrain_corpus).build(cache / "data", workers=cfg.workers)
         images = torch.from_numpy(np.load(root / "images.npy"))
         captions = json.loads((root / "captions.json").read_text())
         clips = [clip_transform(images[i:i + 512], size).half() for i in range(0, len(images), 512)]

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tta.data.frames import uniform_frame_indices
-from tta.data.transforms import pad_frames
-from tta.data.video import read_all_frames, read_frames, video_frame_count, video_header
+from tta.media.frames import uniform_frame_indices
+from tta.media.transforms import pad_frames
+from tta.media.video import read_all_frames, read_frames, video_frame_count, video_header
 from tta.utils.io import atomic_write_bytes
 from tta.utils.progress import progress_iter
 

@@ -29,11 +29,11 @@ READERS: dict[str, tuple[Callable[..., list[VideoTextPair]], Callable[[str], str
 
 def dataset_root(data_cfg: DictConfig, cache: Path) -> Path:
     """The dataset's root directory (building the embedded benchmark if needed)."""
-    if data_cfg.get("synth") and not data_cfg.get("root"):
-        from tta.synth.build import SynthConfig, build_synth
+    if data_cfg.get("synth") and not data_cfg.get("root"):  # a generated dataset: its `_target_` builds it
+        from hydra.utils import instantiate
 
-        spec = OmegaConf.to_container(data_cfg.synth, resolve=True)
-        return build_synth(SynthConfig(name=data_cfg.name, **spec), cache / "data", workers=data_cfg.get("workers", 2))
+        builder = instantiate(data_cfg.synth, name=data_cfg.name)
+        return builder.build(cache / "data", workers=data_cfg.get("workers", 2))
     if not data_cfg.get("root"):
         reader = data_cfg.get("reader", "msrvtt")
         layout = READERS[reader][1]("<root>") if reader in READERS else ""

@@ -13,13 +13,13 @@ empty / whitespace        skipped (``empty_caption``)
 caption
 missing video file        skipped (``missing_video``)
 corrupt / truncated /     skipped (``undecodable_video``, with the decoder's message); a file whose decodable
-zero-frame video          frames fall short of its header by more than the tolerance of :mod:`tta.data.video`
+zero-frame video          frames fall short of its header by more than the tolerance of :mod:`tta.media.video`
                           counts as truncated
 fewer decodable frames    skipped (``too_few_frames``)
 than ``inputs.min_frames``
 fewer frames than         kept: the uniform indices repeat frames (MLVP §2.1); counted in ``input_notes``
 requested (e.g. 1 frame)  (``short_video``)
-grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.data.video`; counted
+grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.media.video`; counted
                           (``grayscale_video``, ``alpha_dropped``)
 tiny video (e.g. 8x8)     kept: upsampled by the CLIP transform; counted (``tiny_video``, short side < 16)
 huge video                kept: downscaled to ``inputs.max_side`` right after decoding; counted (``downscaled``)
@@ -47,7 +47,7 @@ from typing import Any
 
 from tta.data.cache import FrameCache
 from tta.data.readers.msrvtt import VideoTextPair
-from tta.data.video import pixel_format_traits
+from tta.media.video import pixel_format_traits
 from tta.utils.progress import progress_iter
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,9 @@ import torch
 from torch.utils.data import Dataset
 
 from tta.data.cache import FrameCache
-from tta.data.frames import uniform_frame_indices
 from tta.data.readers.msrvtt import VideoTextPair
-from tta.data.transforms import clip_transform, pad_frames
+from tta.media.frames import uniform_frame_indices
+from tta.media.transforms import clip_transform, pad_frames
 from tta.shifts import item_seed, perturb_text, perturb_video, shift_kind
 from tta.shifts.registry import get_shift
 from tta.shifts.video.common import ShiftContext

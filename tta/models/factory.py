@@ -1,7 +1,7 @@
 """Build the retrieval model a run asks for: ``model.checkpoint`` = ``auto`` | ``pretrained`` | a path | ``none``.
 
 * ``auto``: the source model fine-tuned on the clean train split of ``data`` (embedded: built on first use by
-  :mod:`tta.models.zoo`; real datasets: give a path);
+  :func:`tta.synth.zoo.load_model`; real datasets: give a path);
 * ``pretrained``: the towers only, no retrieval fine-tuning (zero-shot scenario);
 * a path: a ``tta`` checkpoint (:mod:`tta.models.checkpoint`);
 * ``none``: towers from ``model.arch`` / ``model.pretrained`` (an open_clip tag, a local file, or random).
@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from omegaconf import DictConfig
 
@@ -28,22 +27,18 @@ def tower_config(model_cfg: DictConfig) -> TowerConfig:
     return TowerConfig(**{k: plain[k] for k in TOWER_KEYS if k in plain})
 
 
-def model_from_config(model_cfg: DictConfig, checkpoint: str | None = "auto", data_cfg: DictConfig | None = None,
-                      cache: Path | None = None, recipe: list[str] | None = None) -> RetrievalModel:
-    """The model of a run (see the module docstring for ``checkpoint``)."""
+def model_from_config(model_cfg: DictConfig, checkpoint: str | None = "none") -> RetrievalModel:
+    """The model of ``model_cfg`` with ``checkpoint`` (see the module docstring); the embedded model's ``auto`` and
+    ``pretrained`` checkpoints come from :func:`tta.synth.zoo.load_model`."""
     ckpt = str(checkpoint) if checkpoint is not None else "none"
     if ckpt in ("auto", "pretrained"):
-        if model_cfg.arch != EMBEDDED:
-            if ckpt == "pretrained":
-                return RetrievalModel(tower_config(model_cfg), head=model_cfg.head).eval()
-            raise ValueError(f"model.checkpoint=auto builds checkpoints only for the embedded model; for "
-                             f"arch={model_cfg.arch} give model.checkpoint=<path to a fine-tuned tta checkpoint> "
-                             f"(convert official X-Pool/CLIP4Clip checkpoints first) or model.checkpoint=pretrained")
-        from tta.models.zoo import ensure_embedded_checkpoint
-
-        path = ensure_embedded_checkpoint(model_cfg, data_cfg, cache, pretrained_only=ckpt == "pretrained",
-                                          recipe=recipe)
-        return load_checkpoint(path, head=model_cfg.head)
+        if model_cfg.arch == EMBEDDED:  # built on first use by the embedded benchmark, not here
+            raise ValueError(f"model.checkpoint={ckpt} of the embedded model is built by tta.synth.zoo.load_model")
+        if ckpt == "pretrained":
+            return RetrievalModel(tower_config(model_cfg), head=model_cfg.head).eval()
+        raise ValueError(f"model.checkpoint=auto builds checkpoints only for the embedded model; for "
+                         f"arch={model_cfg.arch} give model.checkpoint=<path to a fine-tuned tta checkpoint> "
+                         f"(convert official X-Pool/CLIP4Clip checkpoints first) or model.checkpoint=pretrained")
     if ckpt.lower() in ("none", "null", ""):
         return RetrievalModel(tower_config(model_cfg), head=model_cfg.head).eval()
     if not os.path.exists(ckpt):

@@ -58,6 +58,10 @@ class SynthConfig:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return f"{self.name}-{hashlib.sha256(blob).hexdigest()[:10]}"
 
+    def build(self, cache_dir: str | os.PathLike, workers: int = 2) -> Path:
+        """The dataset's root, rendered on first use (the data config's ``synth`` node names this class)."""
+        return build_synth(self, cache_dir, workers)
+
 
 def derive_rng(*parts) -> np.random.Generator:
     """A NumPy generator seeded by :func:`tta.utils.seeding.derive_seed` of ``parts``."""
@@ -181,6 +185,10 @@ class PretrainConfig:
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return f"{self.name}-{hashlib.sha256(blob).hexdigest()[:10]}"
+
+    def build(self, cache_dir: str | os.PathLike, workers: int = 2) -> Path:
+        """The corpus root, built on first use (``pretrain_corpus`` of conf/train.yaml names this class)."""
+        return build_pretrain_corpus(self, cache_dir, workers)
 
 
 def _pretrain_item(args: tuple[PretrainConfig, int]) -> tuple[np.ndarray, str]:

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tta.data.frames import uniform_frame_indices
-from tta.data.video import read_frames, video_frame_count
+from tta.media.frames import uniform_frame_indices
+from tta.media.video import read_frames, video_frame_count
 from tta.utils.io import atomic_torch_save
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 import torch
 
-from tta.data.frames import uniform_frame_indices
+from tta.media.frames import uniform_frame_indices
 from tta.shifts.registry import register_video_shift
 from tta.shifts.video.common import ShiftContext
 

@@ -1,6 +1,6 @@
 """Contact sheet of the video shifts: one PNG per dataset, a frame of every shift at severities 1, 3, 5.
 
-``python -m tta.shifts.contact_sheet data=synth out=docs/shifts/`` writes ``docs/shifts/synth.png``, like the
+``python -m tta.contact_sheet data=synth out=docs/shifts/`` writes ``docs/shifts/synth.png``, like the
 MLVP paper's Figs. 14-16: one row per registered video shift (:func:`tta.shifts.video_shift_names`, so new shifts
 appear without changing this file), a clean column, then one column per severity; each cell is the middle frame of
 the same test video. Every cell goes through the same frame path as a run (spec/mlvp.md §2.2): group-A shifts get
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from tta.data.frames import uniform_frame_indices
-from tta.data.transforms import pad_frames
-from tta.data.video import read_all_frames, read_frames, video_frame_count
+from tta.media.frames import uniform_frame_indices
+from tta.media.transforms import pad_frames
+from tta.media.video import read_all_frames, read_frames, video_frame_count
 from tta.shifts import item_seed, perturb_video, video_shift_names
 from tta.shifts.registry import get_shift
 from tta.shifts.video.common import ShiftContext
@@ -105,7 +105,7 @@ def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = N
             own width, at most :data:`MAX_CELL_WIDTH`.
         title: text of the top-left header cell.
         caption: the video's caption (context of event insertion's fallback query).
-        resources: run-level resources (``main_objects``, ``donor_pool``; :mod:`tta.shifts.video.resources`).
+        resources: run-level resources (``main_objects``, ``donor_pool``; :mod:`tta.data.shift_resources`).
 
     Returns:
         A :class:`ContactSheet`.
@@ -209,8 +209,8 @@ def sheet_resources(cfg: DictConfig, pairs, shown: set[str]) -> dict:
     benchmark, like a run). A failure leaves those cells n/a with its reason instead of stopping the sheet.
     """
     from tta.data.cache import FrameCache
-    from tta.models.factory import model_from_config
-    from tta.shifts.video.resources import build_donor_pool, load_main_objects
+    from tta.data.shift_resources import build_donor_pool, load_main_objects
+    from tta.synth.zoo import load_model
     from tta.utils.paths import cache_root
 
     if not shown & {"main_object_occlusion", "event_insertion"}:
@@ -219,7 +219,7 @@ def sheet_resources(cfg: DictConfig, pairs, shown: set[str]) -> dict:
     resources: dict = {"main_objects": load_main_objects(cfg.data, cache)}
     if "event_insertion" in shown:
         try:
-            model = model_from_config(cfg.model, cfg.model.checkpoint, cfg.data, cache,
+            model = load_model(cfg.model, cfg.model.checkpoint, cfg.data, cache,
                                       recipe=list(cfg.get("embedded_recipe") or []))
             frames = FrameCache(cache / "frames", int(cfg.data.num_frames))
             resources["donor_pool"] = build_donor_pool(model, cfg.data, pairs, frames, cache, int(cfg.seed), {},

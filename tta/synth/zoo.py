@@ -14,6 +14,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from tta.models.checkpoint import load_checkpoint
+from tta.models.factory import model_from_config
+from tta.models.retrieval import RetrievalModel
+from tta.models.towers import EMBEDDED
 from tta.utils.config import compose
 from tta.utils.io import file_lock
 from tta.utils.paths import cache_root
@@ -33,6 +37,9 @@ def _recipe_key(cfg: DictConfig) -> str:
         plain.pop(k, None)
     for k in _DATA_VOLATILE:
         (plain.get("data") or {}).pop(k, None)
+    for node in (plain.get("pretrain_corpus"), (plain.get("data") or {}).get("synth")):
+        if isinstance(node, dict):  # which class builds the data is not part of what it holds
+            node.pop("_target_", None)
     return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -89,3 +96,15 @@ def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | Non
                 ft_cfg.output = str(path)
                 train(ft_cfg)
     return path
+
+
+def load_model(model_cfg: DictConfig, checkpoint: str | None = "auto", data_cfg: DictConfig | None = None,
+               cache: Path | None = None, recipe: list[str] | None = None) -> RetrievalModel:
+    """The model of a run: the embedded model's ``auto`` (fine-tuned on ``data_cfg``) and ``pretrained``
+    checkpoints are built here on first use; every other case is :func:`tta.models.factory.model_from_config`."""
+    ckpt = str(checkpoint) if checkpoint is not None else "none"
+    if ckpt in ("auto", "pretrained") and model_cfg.arch == EMBEDDED:
+        path = ensure_embedded_checkpoint(model_cfg, data_cfg, cache, pretrained_only=ckpt == "pretrained",
+                                          recipe=recipe)
+        return load_checkpoint(path, head=model_cfg.head)
+    return model_from_config(model_cfg, ckpt)

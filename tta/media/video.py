@@ -1,8 +1,8 @@
 """Video decoding to uint8 RGB frames at native resolution.
 
 ``mlvp.md`` §2.1–2.2: frames are decoded at native resolution as RGB, at the 12 "uniform" indices of
-:func:`tta.data.frames.uniform_frame_indices` computed from the container's frame count; the CLIP transform
-(:mod:`tta.data.transforms`) comes afterwards. ``hatvtr.md`` §4 uses the same frames for every evaluated video.
+:func:`tta.media.frames.uniform_frame_indices` computed from the container's frame count; the CLIP transform
+(:mod:`tta.media.transforms`) comes afterwards. ``hatvtr.md`` §4 uses the same frames for every evaluated video.
 
 Decoding uses decord (``VideoReader(path, ctx=cpu(0), num_threads=1)``, ``get_batch(...).asnumpy()``; decord's
 bridge is left at its native setting) and falls back to PyAV, which decodes sequentially and keeps the requested
@@ -26,7 +26,7 @@ from typing import Union
 import numpy as np
 import torch
 
-from tta.data.frames import uniform_frame_indices
+from tta.media.frames import uniform_frame_indices
 
 __all__ = [
     "VideoDecodeError",

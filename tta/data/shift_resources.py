@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from tta.data.registry import dataset_root, load_pairs
-from tta.data.transforms import clip_transform
+from tta.media.transforms import clip_transform
 from tta.shifts.video.donors import DonorPool, choose_pool, pool_embeddings
 from tta.utils.seeding import derive_seed
 
