@@ -61,7 +61,7 @@ def main() -> None:
             for cell in args.cells:
                 task, shift, sev = cell.split(":")
                 extra = [f"model={model}", f"task={task}", f"shift={shift}", "save.sims=true",
-                         "trainer.progress_bar=false", *over, *args.overrides]
+                         "trainer.enable_progress_bar=false", *over, *args.overrides]
                 if shift != "clean":
                     extra.append(f"shift.severity={sev}")
                 key = json.dumps([label, extra])

@@ -28,7 +28,7 @@ def main() -> None:
             shifts = [("clean", 0)] + [("gaussian", s) for s in args.severities]
             for shift, sev in shifts:
                 over = [f"model={model}", f"task={task}", f"shift={shift}", "save.sims=true",
-                        "trainer.progress_bar=false", *args.overrides]
+                        "trainer.enable_progress_bar=false", *args.overrides]
                 if shift != "clean":
                     over.append(f"shift.severity={sev}")
                 with tempfile.TemporaryDirectory() as d:

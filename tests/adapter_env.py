@@ -21,10 +21,10 @@ from torch.utils.data import DataLoader
 from tests.conftest import tiny_overrides
 from tta.adapters.base import OnlineAdapter
 from tta.data.cache import FrameCache
+from tta.data.gallery import encode_gallery
 from tta.data.registry import load_pairs
 from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
 from tta.models.retrieval import RetrievalModel
-from tta.run import encode_gallery
 from tta.synth.zoo import load_model
 from tta.utils.config import compose
 from tta.utils.paths import cache_root

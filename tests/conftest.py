@@ -22,7 +22,7 @@ def tiny_cache(tmp_path_factory) -> Path:
 
 def tiny_overrides(cache: Path, *extra: str) -> list[str]:
     recipe = "[" + ",".join(f"'{r}'" for r in TINY_RECIPE) + "]"
-    return [f"paths.cache_dir={cache}", f"embedded_recipe={recipe}", "trainer.progress_bar=false",
+    return [f"paths.cache_dir={cache}", f"embedded_recipe={recipe}", "trainer.enable_progress_bar=false",
             "trainer.accelerator=cpu", *TINY_DATA, *extra]
 
 

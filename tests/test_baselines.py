@@ -389,7 +389,9 @@ def test_reset_restores_parameters_optimizer_and_state(make):
 @pytest.fixture(scope="module")
 def fast_run(tiny_cache):
     """``run`` with the decoded clips and the loaded checkpoints memoised across this module's runs."""
+    import tta.data.module as data_module
     import tta.run as runner
+    import tta.synth.zoo as zoo
     from tta.data.stream import VideoItems
 
     clips, models = {}, {}
@@ -406,13 +408,13 @@ def fast_run(tiny_cache):
 
         key = OmegaConf.to_yaml(model_cfg)
         if key not in models:
-            models[key] = model_from_config(model_cfg, *args, **kwargs)
+            models[key] = load_model(model_cfg, *args, **kwargs)
         return copy.deepcopy(models[key])
 
-    model_from_config = runner.model_from_config
+    load_model = zoo.load_model
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runner, "VideoItems", MemoVideoItems)
-        mp.setattr(runner, "model_from_config", memo_model)
+        mp.setattr(data_module, "VideoItems", MemoVideoItems)
+        mp.setattr(zoo, "load_model", memo_model)
 
         def go(tmp_path, *overrides):
             from tta.utils.config import compose

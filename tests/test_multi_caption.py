@@ -17,7 +17,8 @@ from tta.data.layout import EvalLayout
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.data.screen import BadInputError, screen_pairs
 from tta.metrics import retrieval_metrics
-from tta.run import _metrics, run
+from tta.results import segment_metrics as _metrics
+from tta.run import run
 from tta.utils.config import compose
 
 PAIRS = [VideoTextPair("a", "a one", "c0"), VideoTextPair("b", "b one", "c1"), VideoTextPair("a", "a two", "c2"),
@@ -73,7 +74,7 @@ def test_screen_keeps_every_caption_under_multi():
 def _cfg(root, ckpt, tmp, model, *extra):
     return compose("run", ["data=msvd", f"data.root={root}", f"model={model}", "model.arch=custom",
                            f"model.checkpoint={ckpt}", f"paths.cache_dir={tmp / 'cache'}", "trainer.accelerator=cpu",
-                           "trainer.progress_bar=false", "hubness.k=3", "save.sims=true", *extra])
+                           "trainer.enable_progress_bar=false", "hubness.k=3", "save.sims=true", *extra])
 
 
 @pytest.fixture(scope="module")

@@ -77,7 +77,7 @@ def test_run_on_official_formats_with_converted_checkpoint(tmp_path, official_ch
     cfg = compose("run", [f"data={data}", f"data.root={root}", f"model={model}", "model.arch=custom",
                           f"model.checkpoint={official_checkpoints[fmt]}", f"task={task}", f"adapter={adapter}",
                           "shift=gaussian", f"paths.cache_dir={tmp_path / 'cache'}", "trainer.accelerator=cpu",
-                          "trainer.progress_bar=false"])
+                          "trainer.enable_progress_bar=false"])
     res = run(cfg, tmp_path / "run")
     assert (res["num_queries"], res["num_gallery"]) == (N, N)
     assert res["data"] == data and 0 <= res["retrieval"]["R@1"] <= res["retrieval"]["R@10"] <= 100

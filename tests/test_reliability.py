@@ -14,7 +14,8 @@ import torch
 
 from tests.conftest import tiny_overrides
 from tta.data.segments import SegmentBatchSampler
-from tta.run import collapse_check, run
+from tta.results import collapse_check
+from tta.run import run
 from tta.utils.config import compose
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,7 +228,7 @@ def bad_root(tmp_path_factory):
 def _bad_cfg(root: Path, ckpt: Path, tmp: Path, *extra: str):
     return compose("run", ["data=msrvtt", f"data.root={root}", "model=clip4clip", "model.arch=custom",
                            f"model.checkpoint={ckpt}", f"paths.cache_dir={tmp / 'cache'}", "trainer.accelerator=cpu",
-                           "trainer.progress_bar=false", "hubness.k=3", "save.sims=true", *extra])
+                           "trainer.enable_progress_bar=false", "hubness.k=3", "save.sims=true", *extra])
 
 
 def test_each_bad_input_is_skipped_or_repaired_and_counted(bad_root, official_checkpoints, tmp_path):  # noqa: F811
@@ -378,11 +379,11 @@ def test_non_finite_query_scores_are_excluded(bad_root, official_checkpoints, tm
 
 
 def test_non_finite_gallery_features_are_an_error(bad_root, official_checkpoints, tmp_path, monkeypatch):  # noqa: F811
-    import tta.run as runner
+    import tta.data.gallery as gallery
 
     root, _ = bad_root
-    original = runner.encode_texts
-    monkeypatch.setattr(runner, "encode_texts", lambda model, texts: original(model, texts) * float("inf"))
+    original = gallery.encode_texts
+    monkeypatch.setattr(gallery, "encode_texts", lambda model, texts: original(model, texts) * float("inf"))
     with pytest.raises(FloatingPointError, match=r"NaN/inf features for 14 text gallery item\(s\)"):
         run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, f"data.subset={N_GOOD}"), tmp_path / "r")
 

@@ -1,6 +1,6 @@
 """Run loggers (``logger=`` group): none, CSV files, or Weights & Biases — per-batch curves and the final metrics.
 
-Every logger gets the same three calls from :func:`tta.run.run`: :meth:`RunLogger.log_batch` after each scored
+Every logger gets the same three calls during a run (per-batch rows through :class:`tta.callbacks.LogBatches`): :meth:`RunLogger.log_batch` after each scored
 batch (adaptation loss, running R@1, running k-occurrence skewness of the rows scored so far, selected-sample
 fraction), :meth:`RunLogger.log_results` with the final record, and :meth:`RunLogger.finish` — always, also when
 the run fails (``status="failed"``), so a W&B run is closed and marked instead of left hanging.
@@ -49,9 +49,17 @@ def summary_row(results: dict[str, Any]) -> dict[str, Any]:
 
 
 class RunLogger:
-    """No logging (``logger=none``); the base of the others."""
+    """No logging (``logger=none``); the base of the others.
+
+    Args:
+        log_every: batches between per-batch rows (the running skewness costs a top-k over the rows so far).
+    """
 
     name = "none"
+
+    def __init__(self, run_dir: str | os.PathLike | None = None, run_config: dict[str, Any] | None = None,
+                 log_every: int = 1):
+        self.log_every = max(1, int(log_every))
 
     def log_batch(self, row: dict[str, Any]) -> None:
         """One scored batch: the keys of :data:`BATCH_FIELDS` (NaN where a method has no such quantity)."""
@@ -68,7 +76,8 @@ class CSVLogger(RunLogger):
 
     name = "csv"
 
-    def __init__(self, run_dir: str | os.PathLike):
+    def __init__(self, run_dir: str | os.PathLike, run_config: dict[str, Any] | None = None, log_every: int = 1):
+        super().__init__(run_dir, run_config, log_every)
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._file = open(self.dir / "batches.csv", "w", newline="")  # noqa: SIM115 (closed in finish)
@@ -105,8 +114,9 @@ class WandbLogger(RunLogger):
 
     name = "wandb"
 
-    def __init__(self, run_dir: str | os.PathLike, config: dict[str, Any], project: str, group: str, name: str,
-                 mode: str = "auto", entity: str | None = None, tags: list[str] | None = None):
+    def __init__(self, run_dir: str | os.PathLike, run_config: dict[str, Any], project: str, group: str, name: str,
+                 mode: str = "auto", entity: str | None = None, tags: list[str] | None = None, log_every: int = 1):
+        super().__init__(run_dir, run_config, log_every)
         try:
             import wandb
         except ImportError as e:  # pragma: no cover - wandb is a core dependency
@@ -118,7 +128,7 @@ class WandbLogger(RunLogger):
         if mode == "offline":
             log.info("W&B: no API key found, logging offline under %s/wandb (upload later with `wandb sync`)", run_dir)
         self._wandb = wandb
-        self.run = wandb.init(project=project, entity=entity, group=group, name=name, config=config, mode=mode,
+        self.run = wandb.init(project=project, entity=entity, group=group, name=name, config=run_config, mode=mode,
                               dir=str(run_dir), tags=tags, reinit="create_new")
 
     def log_batch(self, row: dict[str, Any]) -> None:
@@ -138,40 +148,9 @@ class WandbLogger(RunLogger):
 
 
 def build_logger(logger_cfg, run_dir: str | os.PathLike, config: dict[str, Any]) -> RunLogger:
-    """The logger a run asks for (``logger.kind``: none | csv | wandb)."""
-    kind = (logger_cfg or {}).get("kind", "none") if logger_cfg is not None else "none"
-    if kind == "none":
+    """The logger a run asks for: the ``logger=`` choice names its class by ``_target_``."""
+    if logger_cfg is None or not logger_cfg.get("_target_"):
         return RunLogger()
-    if kind == "csv":
-        return CSVLogger(run_dir)
-    if kind == "wandb":
-        return WandbLogger(run_dir, config, project=logger_cfg.project, group=logger_cfg.group,
-                           name=logger_cfg.run_name, mode=logger_cfg.mode, entity=logger_cfg.get("entity"),
-                           tags=list(logger_cfg.get("tags") or []))
-    raise ValueError(f"unknown logger.kind {kind!r}; choose logger=none, logger=csv or logger=wandb")
+    from hydra.utils import instantiate
 
-
-class BatchRows:
-    """Adapter batch callback: turns each finished :class:`~tta.adapters.base.BatchRecord` into a logger row.
-
-    The running k-occurrence skewness is that of all rows scored so far (spec/metrics.md §5), computed every
-    ``every`` batches (NaN in between) since it costs a top-k over the rows so far.
-    """
-
-    def __init__(self, adapter, logger: RunLogger, k: int = 10, every: int = 1):
-        self.adapter, self.logger, self.k, self.every = adapter, logger, int(k), max(1, int(every))
-
-    def __call__(self, record) -> None:
-        if record.batch % self.every:
-            return
-        import torch
-
-        from tta.metrics import hubness_metrics
-
-        rows = torch.cat(self.adapter.rows)
-        skew = hubness_metrics(rows, k=min(self.k, rows.shape[1]))["skewness"] if rows.shape[0] > 1 else float("nan")
-        self.logger.log_batch({
-            "batch": record.batch, "segment": record.segment, "size": record.size,
-            "loss": record.losses[-1] if record.losses else float("nan"), "running_r1": record.running_r1,
-            "running_skewness": float(skew), "selected_frac": self.adapter.selected_fraction(record),
-            "skipped_updates": record.skipped_updates, "adapt_s": record.adapt_s})
+    return instantiate(logger_cfg, run_dir=run_dir, run_config=config, _recursive_=False, _convert_="all")

@@ -1,0 +1,76 @@
+"""The gallery of a run: encoded once by the source model (no grad) and cached on disk across runs and shifts.
+
+The cache key covers the checkpoint's weights, the dataset config, the side, the gallery's shift and the items in
+order, so two runs share a gallery only when it would come out the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from tta.data.cache import FrameCache
+from tta.data.stream import PerturbedCopy, ShiftSpec, TextItems, VideoItems
+from tta.models.encode import encode_texts, encode_videos
+from tta.models.retrieval import RetrievalModel
+from tta.utils.io import atomic_torch_save
+
+log = logging.getLogger(__name__)
+
+
+def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftSpec, pairs) -> str:
+    ckpt = hashlib.sha1()
+    for k, v in model.state_dict().items():
+        if v.numel():
+            ckpt.update(k.encode())
+            ckpt.update(v.flatten()[:: max(1, v.numel() // 64)].float().numpy().tobytes())
+    data = OmegaConf.to_container(cfg.data, resolve=True)
+    ids = (p.video_id if side == "video" else f"{p.caption_id}\t{p.caption}" for p in pairs)  # which items, in order
+    items = hashlib.sha1("\n".join(ids).encode()).hexdigest()
+    key = [ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, len(pairs), items]
+    if shift.options and shift.name != "clean":  # options change a shifted gallery (clean keys stay as they were)
+        key.append([list(o) for o in shift.options])
+    blob = json.dumps(key, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSpec, frames: FrameCache,
+                   cache: Path, copy: PerturbedCopy | None = None) -> torch.Tensor:
+    """Gallery features by the source model, no grad: (G, D) captions for v2t, (G, T, D) frames for t2v.
+
+    ``shift`` applies only when it is of the gallery's modality (a video shift on a t2v gallery).
+    """
+    side = "text" if cfg.task == "v2t" else "video"
+    gshift = shift if shift.kind == side else ShiftSpec()
+    gcopy = copy if shift.kind == side else None
+    file = cache / "gallery" / f"{side}-{gallery_key(model, cfg, side, gshift, pairs)}.pt"
+    if file.exists() and gcopy is None:
+        return torch.load(file)
+    start = time.time()
+    if side == "text":
+        items = TextItems(pairs, gshift, gcopy)
+        feats = encode_texts(model, [items.text(i) for i in range(len(pairs))])
+    else:
+        items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
+        frames.warm([p.video_path for p in pairs], "decoding gallery videos")
+        feats = encode_videos(model, items.clip, len(pairs))
+    _check_finite(feats, pairs, side, cfg)
+    if gcopy is None:
+        atomic_torch_save(file, feats)
+    log.info("encoded the %s gallery (%d items) in %.1f s; cached at %s", side, len(pairs), time.time() - start, file)
+    return feats
+
+
+def _check_finite(feats: torch.Tensor, pairs, side: str, cfg: DictConfig) -> None:
+    bad = (~torch.isfinite(feats.reshape(len(pairs), -1)).all(dim=1)).nonzero().flatten().tolist()
+    if bad:
+        ids = [pairs[i].video_id if side == "video" else pairs[i].caption_id for i in bad[:5]]
+        raise FloatingPointError(f"the source model gives NaN/inf features for {len(bad)} {side} gallery item(s) "
+                                 f"(e.g. {ids}); the checkpoint ({cfg.model.checkpoint}) or these inputs are broken "
+                                 "- no metric would be valid")

@@ -1,0 +1,137 @@
+"""The data stages of a run as a LightningDataModule: pairs -> screening -> layout -> shift resources -> cached
+gallery -> query stream.
+
+``setup()`` runs the stages once; afterwards the module holds what scoring needs (``layout``, ``report``,
+``num_read``) and ``test_dataloader()`` streams the queries in dataset order, batches of ``batch_size``, one
+segment per shift (docs/methods/protocol.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader
+
+from tta.data.cache import FrameCache
+from tta.data.gallery import encode_gallery
+from tta.data.layout import EvalLayout
+from tta.data.registry import load_pairs
+from tta.data.screen import BadInputError, InputReport, screen_pairs
+from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
+from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
+from tta.models.retrieval import RetrievalModel
+
+
+class RetrievalDataModule(L.LightningDataModule):
+    """The test split of ``cfg.data`` as a clean gallery and a (shifted) query stream.
+
+    Args:
+        cfg: the run's config (``data``, ``task``, ``inputs``, ``hubness``, ``batch_size``, ``loader_workers``).
+        shifts: the shifts of the stream, in order (one for the paper's protocol).
+        model: the source model (encodes the gallery and the donor pool; tokenises captions).
+        cache: the cache root (frames, gallery features, shift resources).
+        start_batch: batches already scored by an interrupted run (the stream resumes after them).
+    """
+
+    def __init__(self, cfg: DictConfig, shifts: list[ShiftSpec], model: RetrievalModel, cache: Path,
+                 start_batch: int = 0):
+        super().__init__()
+        self.cfg, self.shifts, self.model, self.cache, self.start_batch = cfg, shifts, model, cache, start_batch
+        self.query_side = "video" if cfg.task == "v2t" else "text"
+        inputs = cfg.get("inputs") or {}
+        self.frames = FrameCache(cache / "frames", cfg.data.num_frames, max_side=inputs.get("max_side"))
+        self.layout: EvalLayout | None = None
+        self.report: InputReport | None = None
+        self.gallery: torch.Tensor | None = None
+        self.copy: PerturbedCopy | None = None
+        self.num_read = 0
+
+    @property
+    def single(self) -> bool:
+        return len(self.shifts) == 1
+
+    @property
+    def video_pairs(self) -> list:
+        """Each test video once: the queries of v2t, the gallery of t2v."""
+        return self.layout.queries if self.query_side == "video" else self.layout.gallery
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.layout is not None:
+            return
+        self.layout = self._screened_layout()
+        shift = self.shifts[0]
+        if self.single and self.cfg.shift.get("from_copy"):
+            self.copy = PerturbedCopy(self.cfg.shift.from_copy, shift)
+        self._build_shift_resources()
+        self.gallery = encode_gallery(self.model, self.layout.gallery, self.cfg, shift if self.single else ShiftSpec(),
+                                      self.frames, self.cache, self.copy)
+
+    def _screened_layout(self) -> EvalLayout:
+        """Read the test pairs, keep the first ``data.subset``, screen bad inputs (counted) and lay them out."""
+        cfg = self.cfg
+        pairs = load_pairs(cfg.data, "test", self.cache, drop_missing=False)  # the screen counts missing videos
+        if cfg.data.subset:
+            pairs = pairs[: int(cfg.data.subset)]
+        if not pairs:
+            raise BadInputError(f"the test split of data={cfg.data.name} is empty; check its annotation files")
+        self.num_read = len(pairs)
+        inputs = cfg.get("inputs") or {}
+        duplicates = inputs.get("duplicates", "error")
+        if cfg.data.get("all_captions") and duplicates == "error":  # every caption of each video: multi-caption
+            duplicates = "multi"
+        pairs, self.report = screen_pairs(pairs, self.frames, self.model.tokenizer, on_bad=inputs.get("on_bad", "skip"),
+                                          duplicates=duplicates, min_frames=int(inputs.get("min_frames", 1)),
+                                          missing_ok=bool(cfg.data.get("drop_missing")))
+        layout = EvalLayout.build(pairs, cfg.task, multi=duplicates == "multi")
+        _check_gallery_size(len(layout.gallery), int(cfg.hubness.k))
+        return layout
+
+    def _build_shift_resources(self) -> None:
+        """Occlusion boxes and the event-insertion donor pool (MLVP), built before any adaptation."""
+        if self.copy is not None:
+            return
+        for s in self.shifts:
+            if s.kind == "video":
+                from tta.data.shift_resources import build_resources
+
+                s.resources.update(build_resources(s, self.model, self.cfg.data, self.video_pairs, self.frames,
+                                                   self.cache))
+
+    def query_segments(self) -> list:
+        """One query dataset per shift of the stream (a shift of the other modality leaves the queries clean)."""
+        queries, side = self.layout.queries, self.query_side
+        copy = self.copy if self.shifts[0].kind == side else None
+        if side == "video":
+            self.frames.warm([p.video_path for p in queries], "decoding query videos")
+            return [VideoItems(queries, self.frames, self.model.image_size, s if s.kind == "video" else ShiftSpec(), copy)
+                    for s in self.shifts]
+        return [TextItems(queries, s if s.kind == "text" else ShiftSpec(), copy) for s in self.shifts]
+
+    def test_dataloader(self) -> DataLoader:
+        stream = SegmentedStream(self.query_segments())
+        tokenizer = self.model.tokenizer if self.query_side == "text" else None
+        return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.cfg.batch_size, self.start_batch),
+                          num_workers=self.cfg.loader_workers, collate_fn=SegmentCollate(Collate(tokenizer)))
+
+    def num_batches(self) -> int:
+        """Batches left to stream (after ``start_batch``)."""
+        n = len(self.layout.queries)
+        return max(0, len(self.shifts) * -(-n // int(self.cfg.batch_size)) - self.start_batch)
+
+    def source_split(self, train_data: DictConfig):
+        """A factory of clean training-split data for adapters that ask for it (EATA's Fisher, QB-Norm's bank)."""
+        def make(n: int):
+            from tta.data.source_split import SourceSplit
+
+            return SourceSplit(self.model, load_pairs(train_data, "train", self.cache), n, self.cfg.task, self.frames)
+        return make
+
+
+def _check_gallery_size(n: int, k: int) -> None:
+    """The k-occurrence of hubness@k needs more gallery items than k (the usable pairs after screening)."""
+    if n <= k:
+        raise BadInputError(f"only {n} usable test pair(s), but hubness.k={k} needs a gallery of more than {k} "
+                            f"items; use more data (data.subset) or a smaller hubness.k (at most {max(1, n - 1)})")

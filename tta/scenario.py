@@ -1,0 +1,136 @@
+"""The scenario of a run (``scenario=`` group): which source model, which shifts, and on which side.
+
+``qs`` fine-tunes on the evaluated dataset and shifts the query side; ``cross`` fine-tunes on another dataset
+(``scenario.train_data``); ``zeroshot`` uses the pretrained towers; ``continual`` streams several shifts over the
+same queries (HAT-VTR Sec. 5 and App. D; docs/methods/protocol.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from tta.data.stream import ShiftSpec
+from tta.models.retrieval import RetrievalModel
+from tta.shifts.video.mixed import is_mixed
+from tta.utils.config import compose
+
+
+@dataclass
+class Scenario:
+    """What a run evaluates: the direction, the shifts in stream order and the source model's provenance."""
+
+    name: str
+    task: str
+    shifts: list[ShiftSpec]
+    train_data: DictConfig
+    checkpoint: str
+    reset: str | None
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> Scenario:
+        task = str(cfg.task)
+        return cls(name=str(cfg.scenario.name), task=task, shifts=stream_shifts(cfg, query_side_of(task)),
+                   train_data=train_data_config(cfg), checkpoint=str(cfg.scenario.get("checkpoint") or cfg.model.checkpoint),
+                   reset=cfg.scenario.get("reset"))
+
+    @property
+    def query_side(self) -> str:
+        return query_side_of(self.task)
+
+    @property
+    def single(self) -> bool:
+        """One shift (the paper's protocol) rather than a stream of shifts."""
+        return len(self.shifts) == 1
+
+    @property
+    def shift(self) -> ShiftSpec:
+        return self.shifts[0]
+
+    @property
+    def gallery_shift(self) -> ShiftSpec:
+        """The shift the gallery gets: a single shift of the gallery's modality, else none."""
+        side = "text" if self.query_side == "video" else "video"
+        return self.shift if self.single and self.shift.kind == side else ShiftSpec()
+
+    def shifted_side(self) -> str:
+        if not self.single:
+            return "query"
+        kind = self.shift.kind
+        return "none" if kind == "clean" else ("query" if kind == self.query_side else "gallery")
+
+    def load_model(self, cfg: DictConfig, cache: Path) -> RetrievalModel:
+        """The source model: fine-tuned on :attr:`train_data` (built on first use for the embedded model)."""
+        from tta.synth.zoo import load_model
+
+        return load_model(cfg.model, self.checkpoint, self.train_data, cache,
+                          recipe=list(cfg.get("embedded_recipe") or []))
+
+
+def query_side_of(task: str) -> str:
+    return "video" if task == "v2t" else "text"
+
+
+def train_data_config(cfg: DictConfig) -> DictConfig:
+    """The dataset the source model was fine-tuned on: ``data`` itself, or ``scenario.train_data`` (cross)."""
+    name = cfg.scenario.get("train_data")
+    if not name or name == cfg.data.name:
+        return cfg.data
+    from hydra.errors import HydraException
+
+    overrides = [f"data={name}", *list(cfg.scenario.get("train_data_overrides") or [])]
+    try:
+        return compose("run", overrides).data
+    except HydraException as e:
+        raise ValueError(f"scenario.train_data={name!r} is not a dataset of tta/conf/data/ (or its overrides "
+                         f"{overrides[1:]} do not apply): {e}") from e
+
+
+def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
+    """The shifts of the run: ``shift=`` alone, or the ``scenario.stream`` list ("name:severity" or mappings)."""
+    stream = cfg.scenario.get("stream")
+    if not stream:
+        options = cfg.shift.get("options")
+        options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
+        return [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), shift_seed(cfg),
+                                   tuple(sorted(options.items()))))]
+    return [_stream_entry(entry, cfg, query_side) for entry in stream]
+
+
+def _stream_entry(entry, cfg: DictConfig, query_side: str) -> ShiftSpec:
+    if isinstance(entry, str):
+        name, _, sev = entry.partition(":")
+        options = {}
+    else:
+        entry = OmegaConf.to_container(entry, resolve=True) if OmegaConf.is_config(entry) else dict(entry)
+        name, sev, options = entry.get("name", ""), entry.get("severity", 0), entry.get("options") or {}
+    try:
+        severity = int(sev or 0)
+    except ValueError:
+        raise ValueError(f"scenario.stream entry {entry!r}: the severity must be an integer ('name:severity')") from None
+    spec = _checked(ShiftSpec(str(name).strip(), severity, shift_seed(cfg), tuple(sorted(options.items()))))
+    if spec.kind not in ("clean", query_side):
+        raise ValueError(f"scenario.stream entry {entry!r} is a {spec.kind} shift, but the queries of "
+                         f"task={cfg.task} are {query_side}s; a stream shifts the query side only")
+    return spec
+
+
+def shift_seed(cfg: DictConfig) -> int:
+    """Seed of the shift realisations: ``shift_seed``, or the run's ``seed`` when it is null."""
+    value = cfg.get("shift_seed")
+    return int(cfg.seed if value is None else value)
+
+
+def _checked(shift: ShiftSpec) -> ShiftSpec:
+    """Validate the shift's name (unknown names list the valid ones) and severity."""
+    try:
+        kind = shift.kind
+    except KeyError as e:
+        raise ValueError(str(e).strip('"')) from None
+    if kind != "clean" and not is_mixed(shift.name):  # a mixed stream draws its severities per item
+        from tta.shifts.registry import check_severity, get_shift
+
+        check_severity(get_shift(shift.name), shift.severity)
+    return shift
