@@ -1,4 +1,4 @@
-"""Video data: frame sampling (``mlvp.md`` §2.1), decoding, the CLIP transform (§2.2) and annotation readers.
+"""Video data: frame sampling, decoding, the CLIP transform (docs/shifts/mlvp.md) and annotation readers.
 
 Submodules: :mod:`tta.data.frames`, :mod:`tta.data.video`, :mod:`tta.data.transforms`, :mod:`tta.data.readers`.
 """

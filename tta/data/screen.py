@@ -8,7 +8,7 @@ problem                   behaviour
 duplicate video id        ``inputs.duplicates=error`` (default): a clear error naming the ids (a 1:1 evaluation
                           would make a repeated video's other copies count as wrong answers); ``first``: keep the
                           first pair, skip the rest; ``multi``: keep every caption and evaluate multi-caption
-                          (``spec/metrics.md`` §2; the default with ``data.all_captions=true``)
+                          (docs/methods/metrics.md; the default with ``data.all_captions=true``)
 empty / whitespace        skipped (``empty_caption``)
 caption
 missing video file        skipped (``missing_video``)
@@ -17,7 +17,7 @@ zero-frame video          frames fall short of its header by more than the toler
                           counts as truncated
 fewer decodable frames    skipped (``too_few_frames``)
 than ``inputs.min_frames``
-fewer frames than         kept: the uniform indices repeat frames (MLVP §2.1); counted in ``input_notes``
+fewer frames than         kept: the uniform indices repeat frames (MLVP rule); counted in ``input_notes``
 requested (e.g. 1 frame)  (``short_video``)
 grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.data.video`; counted
                           (``grayscale_video``, ``alpha_dropped``)
@@ -143,7 +143,7 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
             f"the test split repeats {len(ids)} video id(s) ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}; "
             f"{len(dupes)} extra pair(s)). The online runner scores one ground-truth item per query, so a repeated "
             "video would count its other copies as wrong answers. Use inputs.duplicates=multi for a multi-caption "
-            "evaluation (every caption kept; spec/metrics.md §2), inputs.duplicates=first to keep the first pair "
+            "evaluation (every caption kept; docs/methods/metrics.md), inputs.duplicates=first to keep the first pair "
             "of each video, or a one-caption-per-video split (data.all_captions=false).")
     dupe_rows = {i for i, _ in dupes}
     noted: set[str] = set()

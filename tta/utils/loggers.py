@@ -154,7 +154,7 @@ def build_logger(logger_cfg, run_dir: str | os.PathLike, config: dict[str, Any])
 class BatchRows:
     """Adapter batch callback: turns each finished :class:`~tta.adapters.base.BatchRecord` into a logger row.
 
-    The running k-occurrence skewness is that of all rows scored so far (spec/metrics.md §5), computed every
+    The running k-occurrence skewness is that of all rows scored so far (docs/methods/metrics.md), computed every
     ``every`` batches (NaN in between) since it costs a top-k over the rows so far.
     """
 
