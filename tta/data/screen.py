@@ -143,7 +143,7 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
             f"the test split repeats {len(ids)} video id(s) ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}; "
             f"{len(dupes)} extra pair(s)). The online runner scores one ground-truth item per query, so a repeated "
             "video would count its other copies as wrong answers. Use inputs.duplicates=multi for a multi-caption "
-            "evaluation (every caption kept; docs/methods/metrics.md), inputs.duplicates=first to keep the first pair "
+            "evaluation (every caption kept; spec/metrics.md §2), inputs.duplicates=first to keep the first pair "
             "of each video, or a one-caption-per-video split (data.all_captions=false).")
     dupe_rows = {i for i, _ in dupes}
     noted: set[str] = set()
