@@ -81,7 +81,7 @@ def _fallbacks(shift: ShiftSpec, used: set[str]) -> dict[str, str]:
 
         out["snow.blur_impl"] = _blur_impl((opts if shift.name == "snow" else {}).get("blur_impl", "auto"))
     if "style_transfer_approx" in used:
-        out["style_transfer"] = "style_transfer_approx (Lab statistics transfer, docs/shifts/mlvp.md)"
+        out["style_transfer"] = "style_transfer_approx (Lab statistics transfer, spec/mlvp.md §5.3)"
     if "main_object_occlusion" in used and shift.name == "main_object_occlusion":
         out["occlusion.box_source"] = f"{opts.get('box_source', 'metadata')} (fallback {opts.get('fallback', 'none')})"
     return out
