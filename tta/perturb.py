@@ -1,6 +1,6 @@
 """Write a perturbed copy of a dataset split: ``python -m tta.perturb data=synth shift=fog shift.severity=3``.
 
-The MSRVTT-P of MLVP (spec/mlvp.md §2.3): one file per video under ``<out_dir>/<data>/<shift>_<severity>/`` —
+The MSRVTT-P of MLVP (docs/shifts/mlvp.md): one file per video under ``<out_dir>/<data>/<shift>_<severity>/`` —
 ``<video id>.npy`` (uint8 native-resolution perturbed frames (T, H, W, 3), the default, model-independent) or
 ``<video id>.pt`` (``{"video": float32 (T, 3, S, S) CLIP-normalised, "video_id"}``, MLVP's format) — and, for a
 text shift, ``captions.json`` (a list of ``[video id, perturbed caption]``). The same code path as an on-the-fly
@@ -73,7 +73,7 @@ def _versions() -> dict[str, str]:
 
 
 def _fallbacks(shift: ShiftSpec, used: set[str]) -> dict[str, str]:
-    """Offline fallbacks in effect (spec/mlvp.md §5), for the manifest."""
+    """Offline fallbacks in effect (docs/shifts/mlvp.md, "Offline substitutes"), for the manifest."""
     out: dict[str, str] = {}
     opts = dict(shift.options)
     if "snow" in used:

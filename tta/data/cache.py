@@ -3,9 +3,9 @@
 One ``.npy`` file per (video file, frame rule, frame count), uint8 (T, H, W, 3), written atomically. The key
 includes the file's absolute path, size and modification time, so a replaced video is decoded again. Videos of
 any resolution share one cache (real datasets mix resolutions). Shifts are applied after the cache (on the
-native frames, spec/mlvp.md §2.2), so one cache serves every shift of a dataset.
+native frames, docs/shifts/mlvp.md), so one cache serves every shift of a dataset.
 
-MLVP group-B shifts (H.264, flow blurs, temporal scrambling; spec/mlvp.md §2.2) need every frame of the video:
+MLVP group-B shifts (H.264, flow blurs, temporal scrambling; docs/shifts/mlvp.md) need every frame of the video:
 :meth:`FrameCache.decode_all` decodes them on each call and does **not** write them to disk. A full decode of a
 real video is tens to hundreds of MB (an MSR-VTT clip of 10-30 s at 320×240 is 70-200 MB of uint8), against a
 few hundred KB for the 12 sampled frames; a disk cache of full decodes would multiply the dataset by ~100 for a

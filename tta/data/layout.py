@@ -1,8 +1,8 @@
 """Which pairs are queries, which are gallery items, and what is relevant to each query.
 
-The HAT-VTR protocol is 1:1 (``spec/metrics.md`` §1): one caption per video, query i's relevant item is gallery
+The HAT-VTR protocol is 1:1 (docs/methods/metrics.md): one caption per video, query i's relevant item is gallery
 item i. A multi-caption split (``data.all_captions=true`` or ``inputs.duplicates=multi``: MSVD's ~40 captions per
-video, MSR-VTT's 20 from ``MSRVTT_data.json``) is evaluated as §2 says:
+video, MSR-VTT's 20 from ``MSRVTT_data.json``) is evaluated as follows:
 
 - **t2v**: every caption is a query; the gallery holds each video once (first-appearance order); a caption's one
   relevant item is its video.
@@ -43,7 +43,7 @@ class EvalLayout:
 
     @classmethod
     def build(cls, pairs: Sequence[VideoTextPair], task: str, multi: bool = False) -> EvalLayout:
-        """The 1:1 layout, or the multi-caption one of ``spec/metrics.md`` §2 when ``multi``."""
+        """The 1:1 layout, or the multi-caption one (docs/methods/metrics.md) when ``multi``."""
         pairs = list(pairs)
         if not multi:
             return cls(pairs, pairs, torch.arange(len(pairs)), None, list(range(len(pairs))))

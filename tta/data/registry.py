@@ -1,4 +1,4 @@
-"""Dataset readers by ``data.reader`` (``hatvtr.md`` §4): the embedded benchmark is built on first use and read as
+"""Dataset readers by ``data.reader`` (docs/methods/protocol.md): the embedded benchmark is built on first use and read as
 MSR-VTT; the five real datasets are read from ``data.root`` in their official formats (:mod:`tta.data.readers`)."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def load_pairs(data_cfg: DictConfig, split: str, cache: Path, drop_missing: bool
     """Video-caption pairs of one split, in file order.
 
     With ``data.drop_missing: true`` pairs whose video file does not exist are dropped with a warning (the
-    "clips that load" rule of ``hatvtr.md`` §8 item 20). ``drop_missing`` overrides the config: the test run
+    "clips that load" rule for LSMDC, docs/methods/protocol.md). ``drop_missing`` overrides the config: the test run
     passes False and lets :func:`tta.data.screen.screen_pairs` skip them, so they are counted in ``skipped``.
     """
     root = dataset_root(data_cfg, cache)

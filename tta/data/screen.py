@@ -8,7 +8,7 @@ problem                   behaviour
 duplicate video id        ``inputs.duplicates=error`` (default): a clear error naming the ids (a 1:1 evaluation
                           would make a repeated video's other copies count as wrong answers); ``first``: keep the
                           first pair, skip the rest; ``multi``: keep every caption and evaluate multi-caption
-                          (``spec/metrics.md`` §2; the default with ``data.all_captions=true``)
+                          (docs/methods/metrics.md; the default with ``data.all_captions=true``)
 empty / whitespace        skipped (``empty_caption``)
 caption
 missing video file        skipped (``missing_video``)
@@ -17,7 +17,7 @@ zero-frame video          frames fall short of its header by more than the toler
                           counts as truncated
 fewer decodable frames    skipped (``too_few_frames``)
 than ``inputs.min_frames``
-fewer frames than         kept: the uniform indices repeat frames (MLVP §2.1); counted in ``input_notes``
+fewer frames than         kept: the uniform indices repeat frames (MLVP rule); counted in ``input_notes``
 requested (e.g. 1 frame)  (``short_video``)
 grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.media.video`; counted
                           (``grayscale_video``, ``alpha_dropped``)

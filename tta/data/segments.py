@@ -1,6 +1,6 @@
 """A query stream made of segments: one shift after another over the same queries (continual TTA).
 
-HAT-VTR's protocol streams one shift per run and resets per shift (spec/hatvtr.md §4 "Reset and continuity"); a
+HAT-VTR's protocol streams one shift per run and resets per shift (docs/methods/protocol.md, "Reset policies"); a
 *stream scenario* presents the test queries once per shift, in sequence, to one adapter (``scenario=continual``).
 The adapter sees a ``segment`` index in every batch and applies its reset policy at segment boundaries
 (``per_shift`` resets, ``never`` carries everything over, ``episodic`` resets before every batch).

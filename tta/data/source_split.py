@@ -1,6 +1,6 @@
 """Clean source-split data for the few methods that use it before adapting.
 
-The HAT-VTR protocol has no source data (spec/baselines.md §4); two options bring some in explicitly:
+The HAT-VTR protocol has no source data (docs/methods/protocol.md); two options bring some in explicitly:
 EATA's Fisher anti-forgetting term (``eata.fisher: train_split``: 2000 clean training-split queries, pseudo-labels
 = argmax over that split's gallery) and QB-Norm's original query bank (``bank: train_split``). Both see the first
 ``n`` videos of the training split in file order with their first caption (1:1, like the test split), unshifted,

@@ -1,4 +1,4 @@
-"""The test-time query stream and the gallery (spec/hatvtr.md §4 "Data stream", "Gallery precomputation").
+"""The test-time query stream and the gallery (docs/methods/protocol.md, "Gallery", "Stream and batches").
 
 Queries stream in dataset file order, batches of 16, no shuffling, the last partial batch kept. A shift acts on
 its own modality: a video shift perturbs the videos and a text shift the captions — on the query side in the
@@ -6,9 +6,9 @@ paper's query-shift setting (v2t + video shift, t2v + text shift), on the galler
 ``task=t2v shift=gaussian`` is a gallery shift: captions query noisy videos). Each item's randomness is seeded by
 (seed, item id, shift, severity) (:func:`tta.shifts.item_seed`), so results do not depend on batch order.
 
-Video shifts act on the native frames in MLVP's order (spec/mlvp.md §2.2): a group-A shift gets the uniform
+Video shifts act on the native frames in MLVP's order (docs/shifts/mlvp.md): a group-A shift gets the uniform
 frames from the frame cache; a group-B shift gets every decoded frame of the file (and its frame rate) and the
-uniform rule (§2.1) is applied to what it returns, padded with the last frame; the CLIP transform comes last.
+uniform rule is applied to what it returns, padded with the last frame; the CLIP transform comes last.
 Mixed streams (``mixed_severity``, ``mixed_types``) resolve to one (shift, severity) per item first. A perturbed
 copy written by ``python -m tta.perturb`` (:class:`PerturbedCopy`) replaces on-the-fly perturbation.
 """
@@ -38,7 +38,7 @@ from tta.shifts.video.mixed import is_mixed, resolve_mixed
 class ShiftSpec:
     """A shift as a run sees it: ``name`` (``clean`` = none), ``severity`` and shift-specific options.
 
-    ``resources`` holds run-level objects some shifts need: ``main_objects`` ({video id: §5.1 entry}) and
+    ``resources`` holds run-level objects some shifts need: ``main_objects`` ({video id: main-objects entry}) and
     ``donor_pool`` (:class:`tta.shifts.video.donors.DonorPool`).
     """
 
@@ -77,7 +77,7 @@ class ShiftSpec:
         return perturb_video(frames, name, severity, seed, context=ctx, **options)
 
     def native(self, pair: VideoTextPair, frames: FrameCache) -> torch.Tensor:
-        """The clip's native-resolution frames after the shift: uint8 (num_frames, H, W, 3) (spec/mlvp.md §2.2)."""
+        """The clip's native-resolution frames after the shift: uint8 (num_frames, H, W, 3) (docs/shifts/mlvp.md)."""
         name, severity, options = self.resolve(pair.video_id)
         if shift_kind(name) != "video":
             return frames.get(pair.video_path)
@@ -103,7 +103,7 @@ class PerturbedCopy:
 
     Layout: ``root/manifest.json``; videos as ``root/<video id>.npy`` (uint8 native frames (T, H, W, 3), the
     default) or ``root/<video id>.pt`` (``{"video": float32 (T, 3, S, S) normalised, "video_id"}``, MLVP's own
-    format, §2.3); captions as ``root/captions.json`` (a list of ``[video id, text]``).
+    format, docs/shifts/mlvp.md); captions as ``root/captions.json`` (a list of ``[video id, text]``).
     """
 
     def __init__(self, root: str | Path, shift: ShiftSpec | None = None):

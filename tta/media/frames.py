@@ -1,7 +1,7 @@
 """Frame index rules for sampling a fixed number of frames from a video.
 
-Implements the "uniform" rule of ``mlvp.md`` §2.1, which both the clean clips and the perturbed clips use (and
-which ``hatvtr.md`` §4 prescribes for every evaluated video): for a video of ``T`` frames, let
+Implements the "uniform" rule of MLVP (docs/shifts/mlvp.md), which both the clean clips and the perturbed clips use (and
+which the protocol uses for every evaluated video): for a video of ``T`` frames, let
 ``n' = min(n, T)`` and take boundaries ``b_j = floor(j * T / n')`` for ``j = 0..n'``. Segment ``j`` is sampled at
 its midpoint ``floor((b_j + b_{j+1} - 1) / 2)``. When ``T < n`` the list is padded to ``n`` entries by repeating
 the last index, ``T - 1``.
@@ -37,7 +37,7 @@ def _check_args(num_frames_in_video: int, n: int) -> tuple[int, int]:
 
 
 def segment_boundaries(num_frames_in_video: int, n: int = 12) -> list[int]:
-    """Returns the segment boundaries ``b_0..b_{n'}`` of the uniform rule (``mlvp.md`` §2.1).
+    """Returns the segment boundaries ``b_0..b_{n'}`` of the uniform rule.
 
     Args:
         num_frames_in_video: Number of frames ``T`` of the video (must be positive).
@@ -60,7 +60,7 @@ def _pad(indices: list[int], t: int, n: int) -> list[int]:
 
 
 def uniform_frame_indices(num_frames_in_video: int, n: int = 12) -> list[int]:
-    """Returns the ``n`` uniform (segment-midpoint) frame indices of ``mlvp.md`` §2.1.
+    """Returns the ``n`` uniform (segment-midpoint) frame indices of the MLVP rule.
 
     Args:
         num_frames_in_video: Number of frames ``T`` of the video.

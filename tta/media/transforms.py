@@ -1,4 +1,4 @@
-"""The CLIP test transform on video frames (``mlvp.md`` §2.2, ``hatvtr.md`` §4).
+"""The CLIP test transform on video frames (docs/shifts/mlvp.md, "Frames and order of operations").
 
 Both MLVP processing groups end with the CLIP test transform applied to the 12 frames: a bicubic, antialiased
 resize of the short side to 224 with no clamp afterwards, a centre crop to 224 and normalisation with the CLIP
@@ -14,7 +14,7 @@ vectorised over frames and device-agnostic (CPU or CUDA):
 * **centre crop**: torchvision's convention, ``top = int(round((H - size) / 2.0))`` and likewise ``left``.
 * **normalise**: ``(x - mean) / std`` per channel.
 
-Short videos are padded to the sampled length by repeating the last frame (:func:`pad_frames`; ``mlvp.md`` §2.1).
+Short videos are padded to the sampled length by repeating the last frame (:func:`pad_frames`; docs/shifts/mlvp.md).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def clip_transform(
 
     Args:
         frames: ``(T, H, W, 3)`` frames (``(T, 3, H, W)`` with ``channels_first=True``). uint8 frames are divided
-            by 255; floating frames are taken to be in ``[0, 1]`` already (MLVP group B, ``mlvp.md`` §2.2).
+            by 255; floating frames are taken to be in ``[0, 1]`` already (MLVP group B, docs/shifts/mlvp.md).
         size: Output side (224 for CLIP ViT-B).
         mean: Per-channel mean of the normalisation.
         std: Per-channel std of the normalisation.
@@ -133,7 +133,7 @@ def clip_transform(
 
 
 def pad_frames(frames: torch.Tensor, n: int) -> torch.Tensor:
-    """Pads frames along dim 0 to ``n`` by repeating the last frame (``mlvp.md`` §2.1).
+    """Pads frames along dim 0 to ``n`` by repeating the last frame (docs/shifts/mlvp.md).
 
     Args:
         frames: Tensor whose first dimension is time (``T >= 1``).

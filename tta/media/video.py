@@ -1,15 +1,15 @@
 """Video decoding to uint8 RGB frames at native resolution.
 
-``mlvp.md`` §2.1–2.2: frames are decoded at native resolution as RGB, at the 12 "uniform" indices of
+docs/shifts/mlvp.md: frames are decoded at native resolution as RGB, at the 12 "uniform" indices of
 :func:`tta.media.frames.uniform_frame_indices` computed from the container's frame count; the CLIP transform
-(:mod:`tta.media.transforms`) comes afterwards. ``hatvtr.md`` §4 uses the same frames for every evaluated video.
+(:mod:`tta.media.transforms`) comes afterwards. The protocol uses the same frames for every evaluated video.
 
 Decoding uses decord (``VideoReader(path, ctx=cpu(0), num_threads=1)``, ``get_batch(...).asnumpy()``; decord's
 bridge is left at its native setting) and falls back to PyAV, which decodes sequentially and keeps the requested
 frames, whenever decord fails to open or read the file.
 
 Frame counts: the container's count (decord's ``len``, PyAV's ``stream.frames``) can exceed the number of frames
-that actually decode by a few (``mlvp.md`` §2.1 notes the same for OpenCV). Requested indices at or beyond the last
+that actually decode by a few (the MLVP code has the same issue with OpenCV). Requested indices at or beyond the last
 decodable frame are therefore clamped to it. A shortfall larger than :data:`MISSING_FRAMES_TOLERANCE` of the
 container count (at least :data:`MISSING_FRAMES_MIN` frames) means a damaged file; with ``strict=True`` (default)
 it raises :class:`VideoDecodeError`, with ``strict=False`` it is clamped with a warning.
@@ -276,7 +276,7 @@ def read_frames(
     Args:
         path: Video file.
         indices: Frame indices to decode (any order, repeats allowed). ``None`` uses
-            ``uniform_frame_indices(frame_count, num_frames)`` on the container's frame count (``mlvp.md`` §2.1).
+            ``uniform_frame_indices(frame_count, num_frames)`` on the container's frame count (MLVP rule).
         num_frames: Number of uniform frames when ``indices`` is ``None``.
         strict: If true, a file whose decodable frames fall short of the requested indices by more than the
             tolerance (see the module docstring) raises; if false the indices are clamped with a warning.
@@ -310,7 +310,7 @@ def read_frames(
 
 
 def read_all_frames(path: PathLike) -> tuple[torch.Tensor, float]:
-    """Decodes **every** frame of a video with PyAV, sequentially (MLVP group B, ``mlvp.md`` §2.1-2.2).
+    """Decodes **every** frame of a video with PyAV, sequentially (MLVP group B, docs/shifts/mlvp.md).
 
     Group-B shifts (H.264, flow-driven blurs, temporal scrambling) work from the whole decoded video and take the
     uniform frames over the *decoded* count, which can differ from the container's count by a few frames.

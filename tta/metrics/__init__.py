@@ -1,4 +1,4 @@
-"""Evaluation metrics: retrieval (R@K, MdR, MnR), hubness and robustness (spec/metrics.md)."""
+"""Evaluation metrics: retrieval (R@K, MdR, MnR), hubness and robustness (docs/methods/metrics.md)."""
 
 from tta.metrics.hubness import (
     HUBNESS_KEYS,

@@ -1,6 +1,6 @@
 """Hubness metrics of a rectangular (Q, G) score matrix.
 
-Implements §5 of ``spec/metrics.md``: the k-occurrence N_k(j) of each gallery item (how
+Definitions in docs/methods/metrics.md, "Hubness": the k-occurrence N_k(j) of each gallery item (how
 often it appears among the k highest-scoring items of a query, ties going to the lower
 gallery index) and six statistics of it, following the selection of Lin et al. (2025,
 NeighborRetr) used by HAT-VTR (App. C.3):
@@ -115,7 +115,7 @@ def hubness_from_occurrence(
     h: float = 2,
     eps: float = 0.5,
 ) -> dict[str, float]:
-    """Hubness statistics from a k-occurrence vector (§5 formulas).
+    """Hubness statistics from a k-occurrence vector (formulas of docs/methods/metrics.md).
 
     Args:
         N: (G,) k-occurrence of each gallery item, summing to ``k * num_queries``.
@@ -197,7 +197,7 @@ def hubness_from_occurrence(
 
 
 def hubness_metrics(sims: torch.Tensor, k: int = 10) -> dict[str, float]:
-    """The six hubness metrics of §5 for a (Q, G) score matrix.
+    """The six hubness metrics (HAT-VTR App. C.3) for a (Q, G) score matrix.
 
     Args:
         sims: (Q, G) score matrix; rows are queries, columns gallery items.

@@ -1,6 +1,6 @@
 """Retrieval metrics: ground-truth ranks, R@K, median and mean rank.
 
-Implements §2–§3 of ``spec/metrics.md``. The reference evaluation
+Definitions: docs/methods/metrics.md, "Retrieval". The reference evaluation
 (``bingqingzhang/vtr_tta``, ``calculate_evaluation_metrics``) ranks with
 ``argsort``, whose order for equal scores is unspecified; this module instead
 uses a *stable* descending order in which ties go to the lower gallery index:
@@ -154,7 +154,7 @@ def gt_ranks_multi(sims: torch.Tensor, relevant_mask: torch.Tensor) -> torch.Ten
     """Best stable rank over several relevant gallery items per query.
 
     The first relevant item in the stable descending order is the relevant item with the
-    highest score, ties going to the lowest index; its rank is the query's rank (§2).
+    highest score, ties going to the lowest index; its rank is the query's rank.
 
     Args:
         sims: (Q, G) score matrix.
@@ -235,7 +235,7 @@ def metrics_from_ranks(ranks: torch.Tensor, median: str = "lower") -> dict[str, 
 def retrieval_metrics(
     sims: torch.Tensor, gt: torch.Tensor, median: str = "lower"
 ) -> dict[str, float]:
-    """Recall at K, median and mean rank of a 1:1 retrieval score matrix (§3).
+    """Recall at K, median and mean rank of a 1:1 retrieval score matrix.
 
     Args:
         sims: (Q, G) score matrix; rows are queries, columns gallery items, higher is better.

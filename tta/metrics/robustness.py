@@ -1,6 +1,6 @@
 """Robustness scores of a perturbed run against a clean reference.
 
-Implements §4 of ``spec/metrics.md``:
+Definitions: docs/methods/metrics.md, "Robustness".
 
 - absolute robustness γ^a = 1 − (R^c − R^p)/100 and relative robustness
   γ^r = 1 − (R^c − R^p)/R^c (Schiappa et al., NeurIPS 2022, Sec. 4.3);

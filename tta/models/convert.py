@@ -1,4 +1,4 @@
-"""Import official X-Pool and CLIP4Clip fine-tuned checkpoints as ``tta`` checkpoints (``hatvtr.md`` §3).
+"""Import official X-Pool and CLIP4Clip fine-tuned checkpoints as ``tta`` checkpoints (docs/methods/protocol.md).
 
     python -m tta.models.convert --format xpool     model_best.pth        xpool_msrvtt9k.pt
     python -m tta.models.convert --format clip4clip pytorch_model.bin.4   clip4clip_msrvtt.pt

@@ -1,4 +1,4 @@
-"""Parameter-name maps of the official X-Pool and CLIP4Clip checkpoints onto ``tta``'s modules (``hatvtr.md`` §3).
+"""Parameter-name maps of the official X-Pool and CLIP4Clip checkpoints onto ``tta``'s modules (docs/methods/protocol.md).
 
 Both official models keep CLIP under ``clip.``, in one of two layouts:
 

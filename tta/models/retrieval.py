@@ -1,4 +1,4 @@
-"""The retrieval model: an open_clip dual encoder plus a similarity head (spec/hatvtr.md §3).
+"""The retrieval model: an open_clip dual encoder plus a similarity head (HAT-VTR Sec. 4.1, Eq. 2).
 
 * ``head: meanp`` (CLIP4Clip-meanP): s(c, v) = <n(c), n(mean_l n(f_l))>.
 * ``head: xpool`` (X-Pool): s(c, v) = <n(c), n(π(v | c))> with :class:`~tta.models.xpool.XPoolHead`.

@@ -1,4 +1,4 @@
-"""X-Pool text-conditioned pooling (Gorti et al., CVPR 2022), as specified in spec/hatvtr.md §3.
+"""X-Pool text-conditioned pooling (Gorti et al., CVPR 2022); docs/methods/protocol.md, "Backbones".
 
 LayerNorm on caption and frames; single-head attention (query from the caption, keys and values from the frames,
 logits scaled by 1/sqrt(D), softmax over the T frames); output projection, LayerNorm, a residual linear layer with

@@ -8,7 +8,7 @@ Layout of a built dataset (``<cache>/<name>-<config hash>/``), read by the same 
     MSRVTT_train.9k.csv            train video ids
     MSRVTT_JSFUSION_test.csv       test pairs, one caption per video (the 1k-A layout)
     MSRVTT_val.csv                 validation pairs, same layout
-    <name>_main_objects.json       per-frame main-object boxes (spec/mlvp.md §5.1 schema)
+    <name>_main_objects.json       per-frame main-object boxes (schema: docs/shifts/mlvp.md)
     scenes.jsonl                   the generating scene of every video (ground truth for analysis)
     manifest.json                  config, counts, versions; written last = the dataset is complete
 

@@ -8,8 +8,8 @@ Two styles, one per domain:
   objects with thick outlines and hatched fill, a hand-held camera shake, 112×112 px.
 
 Both are textured (never flat) so that noise, blur and compression really destroy information, and both return
-the exact per-frame bounding box of the main object, written to the main-objects metadata (``spec/mlvp.md``
-§5.1) that the occlusion shift reads.
+the exact per-frame bounding box of the main object, written to the main-objects metadata (docs/shifts/mlvp.md,
+"Main-object metadata") that the occlusion shift reads.
 """
 
 from __future__ import annotations

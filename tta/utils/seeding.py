@@ -19,6 +19,6 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
 
 
 def derive_seed(*parts) -> int:
-    """A 63-bit seed from SHA-256 of ``"/".join(parts)`` (first 8 bytes), as spec/mlvp.md §3 prescribes."""
+    """A 63-bit seed from SHA-256 of ``"/".join(parts)`` (first 8 bytes); docs/shifts/mlvp.md, "Seeding"."""
     digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:8], "little") & (2**63 - 1)

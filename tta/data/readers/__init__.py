@@ -1,4 +1,4 @@
-"""Dataset annotation readers (``hatvtr.md`` §4, HAT-VTR App. B.1), one module per official format.
+"""Dataset annotation readers (HAT-VTR App. B.1; docs/methods/protocol.md, "Datasets"), one module per official format.
 
 MSR-VTT 1k-A: :mod:`~tta.data.readers.msrvtt`; ActivityNet Captions val1: :mod:`~tta.data.readers.activitynet`;
 LSMDC public test: :mod:`~tta.data.readers.lsmdc`; MSVD test: :mod:`~tta.data.readers.msvd`; DiDeMo test:

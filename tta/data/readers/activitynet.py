@@ -1,4 +1,4 @@
-"""ActivityNet Captions reader: video-paragraph retrieval on ``val_1.json`` (``hatvtr.md`` §4; HAT-VTR App. B.1).
+"""ActivityNet Captions reader: video-paragraph retrieval on ``val_1.json`` (HAT-VTR App. B.1).
 
 HAT-VTR follows Gabeur et al. (2020) and CLIP4Clip (Luo et al., 2022): all sentences of a video are concatenated
 into one paragraph and the ``val1`` split is the test set, 4,917 video-paragraph pairs (one per entry of

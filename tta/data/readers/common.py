@@ -1,4 +1,4 @@
-"""Helpers shared by the dataset readers (``hatvtr.md`` §4, App. B.1): required files, video lookup, JSON loading.
+"""Helpers shared by the dataset readers (HAT-VTR App. B.1): required files, video lookup, JSON loading.
 
 Each reader names its dataset's expected layout and where it is published in every "not found" error
 (:func:`require_dir`, :func:`require_file`). Videos are looked up by :class:`VideoLocator`: first at the paths

@@ -1,4 +1,4 @@
-"""DiDeMo reader: paragraph-to-video retrieval on the test split (``hatvtr.md`` §4, §8 item 19; App. B.1).
+"""DiDeMo reader: paragraph-to-video retrieval on the test split (HAT-VTR App. B.1; no loader in the authors' code).
 
 Official annotation format (Hendricks et al., ICCV 2017, ``LocalizingMoments/data/test_data.json``): a JSON list
 of moment annotations in temporal order per video, e.g.::

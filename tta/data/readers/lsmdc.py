@@ -1,4 +1,4 @@
-"""LSMDC reader: the public test set of the LSMDC 2016 challenge (``hatvtr.md`` §4, §8 item 20; App. B.1).
+"""LSMDC reader: the public test set of the LSMDC 2016 challenge (HAT-VTR App. B.1).
 
 Official annotation format (Rohrbach et al., IJCV 2017; ``LSMDC16_challenge_1000_publictect.csv``,
 ``LSMDC16_annos_training.csv``, ``LSMDC16_annos_val.csv``): no header, one clip per line, six tab-separated

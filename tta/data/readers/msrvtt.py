@@ -1,6 +1,6 @@
 """MSR-VTT annotation readers and writers in the formats of the X-Pool / CLIP4Clip code bases.
 
-``hatvtr.md`` §4: MSR-VTT is evaluated on the 1k-A (JSFusion) test split, one caption per video (1:1, Q = G =
+HAT-VTR App. B.1: MSR-VTT is evaluated on the 1k-A (JSFusion) test split, one caption per video (1:1, Q = G =
 1000), streamed in file order. Files (all under one root):
 
 * ``MSRVTT_JSFUSION_test.csv``: columns ``key,vid_key,video_id,sentence`` (e.g. ``ret0,msr9770,video9770,...``);

@@ -1,4 +1,4 @@
-"""MSVD reader: the 670-video test split, first caption per video (``hatvtr.md`` §4; HAT-VTR App. B.1).
+"""MSVD reader: the 670-video test split, first caption per video (HAT-VTR App. B.1).
 
 Files in the format of the CLIP4Clip release of MSVD (Chen & Dolan, ACL 2011):
 
