@@ -15,11 +15,12 @@ from torch import nn
 
 from tests.conftest import tiny_overrides
 from tta.adapters.base import BatchRecord, QueryForward
+from tta.adapters.components.entropy import shared_forward_similarity, softmax_entropy
+from tta.adapters.components.options import resolve_preset
+from tta.adapters.components.posthoc import DualSoftmax, PostHocAdapter, QBNorm
+from tta.adapters.components.sam import SAM
 from tta.adapters.eata import EATAAdapter
-from tta.adapters.entropy import resolve_preset, shared_forward_similarity, softmax_entropy
-from tta.adapters.posthoc import DualSoftmax, PostHocAdapter, QBNorm
 from tta.adapters.read import READAdapter, read_loss
-from tta.adapters.sam import SAM
 from tta.adapters.sar import SARAdapter
 from tta.adapters.tent import TentAdapter
 
