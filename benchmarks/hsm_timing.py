@@ -28,8 +28,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tta.adapters.base import BatchRecord  # noqa: E402
+from tta.adapters.components.profiling import synchronize  # noqa: E402
 from tta.adapters.hatvtr import HATVTRAdapter  # noqa: E402
-from tta.adapters.profiling import synchronize  # noqa: E402
 from tta.models.factory import model_from_config  # noqa: E402
 from tta.utils.config import compose  # noqa: E402
 

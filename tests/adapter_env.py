@@ -14,12 +14,11 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from tests.conftest import tiny_overrides
-from tta.adapters.base import OnlineAdapter
+from tta.adapters import OnlineAdapter, build_adapter
 from tta.data.cache import FrameCache
 from tta.data.gallery import encode_gallery
 from tta.data.registry import load_pairs
@@ -72,19 +71,17 @@ def _composed(cache: str, model: str, task: str, adapter: str, overrides: tuple[
 
 
 def make_adapter(env: Env, adapter: str, *overrides: str, model: RetrievalModel | None = None) -> OnlineAdapter:
-    """Instantiate ``conf/adapter/<adapter>.yaml`` (with overrides) and bind it to a copy of the env's model."""
+    """``tta/conf/adapter/<adapter>.yaml`` (with overrides) built by :func:`tta.adapters.build_adapter`, as the
+    runner builds it, and bound to a copy of the env's model."""
     cfg = _composed(str(env.cache), env.cfg.model.name, env.cfg.task, adapter, tuple(overrides))
-    obj: OnlineAdapter = instantiate(cfg.adapter.method)
-    if cfg.get("posthoc") is not None and cfg.posthoc.get("_target_"):
-        obj.posthoc = instantiate(cfg.posthoc)
-    obj.bind(model if model is not None else copy.deepcopy(env.model), env.cfg.task, env.gallery, env.gt)
-    needs = getattr(obj, "needs_source_split", lambda: 0)()
-    if needs:
+    model = model if model is not None else copy.deepcopy(env.model)
+
+    def source_split(n: int):
         from tta.data.source_split import SourceSplit
 
-        obj.source_split = SourceSplit(obj.model, load_pairs(cfg.data, "train", env.cache), needs, env.cfg.task,
-                                       env.frames)
-    return obj
+        return SourceSplit(model, load_pairs(cfg.data, "train", env.cache), n, env.cfg.task, env.frames)
+
+    return build_adapter(cfg, model, env.gallery, env.gt, source_split=source_split)
 
 
 def stream(adapter: OnlineAdapter, batches: list[dict]) -> torch.Tensor:

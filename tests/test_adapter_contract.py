@@ -4,7 +4,9 @@ of the tiny embedded benchmark:
 * only the query encoder's LayerNorm weights and biases may move (nothing for gradient-free methods);
 * ``reset()`` restores the parameters and the optimizer state bit-exactly, and clears the method state: the first
   batch after a reset gives the same scores bit for bit;
-* ``source`` and ``hsm`` leave the whole model untouched and ``source`` scores the frozen model's similarity.
+* ``source`` and ``hsm`` leave the whole model untouched and ``source`` scores the frozen model's similarity;
+* the resumable state is what the adapter declares (``state_keys``), and a run resumed from it after two batches
+  scores the third batch bit for bit as the uninterrupted run.
 
 The adapters are discovered from the config folder, so a new ``conf/adapter/<name>.yaml`` is tested automatically.
 """
@@ -14,10 +16,13 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 from tests.adapter_env import build_env, make_adapter, stream
+from tta.adapters.base import BASE_STATE_KEYS
 from tta.utils.config import CONF_DIR
 
 pytestmark = pytest.mark.usefixtures("single_thread_torch")
@@ -104,3 +109,68 @@ def _ln_param_names(model, task: str):
     for ln_name, ln in model.layer_norms("video" if task == "v2t" else "text"):
         for pname, p in ln.named_parameters(recurse=False):
             yield (f"{ln_name}.{pname}" if ln_name else pname), p
+
+
+# ---------------------------------------------------------------------------------------------------- resume
+RESUMABLE = ["hatvtr", "sar", "eata", "tcr", "qbnorm"]
+
+
+@pytest.fixture(scope="module")
+def env3(tiny_cache):
+    return build_env(tiny_cache, "clip4clip", "v2t", batch_sizes=(4, 3, 3))
+
+
+class _Resume(L.Callback):
+    """The runner's resume callback: loads the state once the test loop has set the adapter up."""
+
+    def __init__(self, state: dict):
+        self.state = state
+
+    def on_test_epoch_start(self, trainer, pl_module):
+        pl_module.load_resume_state(self.state)
+
+
+def _stream_resumed(adapter, state: dict, batches: list[dict]) -> torch.Tensor:
+    before = len(state["attrs"]["rows"])
+    trainer = L.Trainer(accelerator="cpu", devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
+                        enable_model_summary=False, enable_progress_bar=False, callbacks=[_Resume(state)])
+    trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
+    return torch.cat(adapter.rows[before:])
+
+
+def _round_trip(adapter, tmp_path: Path) -> dict:
+    torch.save(adapter.resume_state(), tmp_path / "resume.pt")
+    return torch.load(tmp_path / "resume.pt", weights_only=False)
+
+
+@pytest.mark.parametrize("name", RESUMABLE)
+def test_resume_after_two_batches_scores_the_third_bit_exactly(env3, name, tmp_path):
+    full = make_adapter(env3, name)
+    uninterrupted = stream(full, env3.batches)
+    first = make_adapter(env3, name)
+    stream(first, env3.batches[:2])
+    state = _round_trip(first, tmp_path)
+    resumed = make_adapter(env3, name)
+    third = _stream_resumed(resumed, state, env3.batches[2:])
+    assert torch.equal(third, uninterrupted[-len(third):]), f"{name}: the resumed batch differs"
+    assert [h.batch for h in resumed.history] == [0, 1, 2]  # the numbering goes on from the restored history
+    assert resumed.counters == full.counters
+    assert all(torch.equal(a, b) for a, b in zip(resumed.params_to_adapt(), full.params_to_adapt(), strict=True))
+    bare = make_adapter(env3, name)  # nothing left to stream: setup() then load, as the runner does
+    bare.setup("test")
+    bare.load_resume_state(_round_trip(full, tmp_path))
+    assert torch.equal(bare.scores()[0], full.scores()[0]) and len(bare.history) == 3
+
+
+def test_only_declared_attributes_are_resume_state(env3):
+    adapter = make_adapter(env3, "hatvtr")
+    stream(adapter, env3.batches[:1])
+    adapter.scratch = torch.ones(3)  # a method attribute not in state_keys
+    state = adapter.resume_state()
+    assert adapter._views is not None  # the normalised gallery copy exists but is derived, not state
+    assert set(state["attrs"]) == set(BASE_STATE_KEYS) | {"hsm", "rm", "_rm_targets", "rm_accuracy"}
+    assert not {"scratch", "_views", "model", "gallery", "optimizer", "watch"} & set(state["attrs"])
+    sar = make_adapter(env3, "sar")
+    assert set(sar.resume_state()["attrs"]) == set(BASE_STATE_KEYS) | {"ema"}
+    qb = make_adapter(env3, "qbnorm")
+    assert set(qb.resume_state()["parts"]["refiner"]) == {"bank", "normalised", "seen"}

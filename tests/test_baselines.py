@@ -15,11 +15,12 @@ from torch import nn
 
 from tests.conftest import tiny_overrides
 from tta.adapters.base import BatchRecord, QueryForward
+from tta.adapters.components.entropy import shared_forward_similarity, softmax_entropy
+from tta.adapters.components.options import resolve_preset
+from tta.adapters.components.posthoc import DualSoftmax, PostHocAdapter, QBNorm
+from tta.adapters.components.sam import SAM
 from tta.adapters.eata import EATAAdapter
-from tta.adapters.entropy import resolve_preset, shared_forward_similarity, softmax_entropy
-from tta.adapters.posthoc import DualSoftmax, PostHocAdapter, QBNorm
 from tta.adapters.read import READAdapter, read_loss
-from tta.adapters.sam import SAM
 from tta.adapters.sar import SARAdapter
 from tta.adapters.tent import TentAdapter
 
@@ -257,6 +258,23 @@ def test_sar_empty_reliable_set_is_a_skipped_step_and_top_blocks_exclusion():
     top = bound(SARAdapter(exclude_top_blocks=True))
     lns = top.model.lns
     assert top.params_to_adapt() == [lns["b0"].weight, lns["b0"].bias]  # blocks 9-11 and ln_post excluded
+
+
+def test_sar_non_finite_second_pass_skips_the_update_and_keeps_parameters_finite(monkeypatch):
+    """SAR runs in the base loop: a NaN second-pass loss is refused like any non-finite loss, θ + ε̂ is undone."""
+    original = SARAdapter.second_pass
+
+    def poisoned(self, batch, step):
+        loss = original(self, batch, step)
+        return loss * float("nan") if step == 1 else loss
+
+    monkeypatch.setattr(SARAdapter, "second_pass", poisoned)
+    sar = bound(SARAdapter(temperature=0.05, margin_scale=1.0, reset_threshold=0.0, lr=1e-2))
+    record = BatchRecord(0, 6)
+    sar.adapt_batch(toy_batch(), record)
+    assert sar.counters["nonfinite_losses"] == 1 and sar.counters["updates"] == 2 and record.skipped_updates == 1
+    assert len(record.losses) == 2 and not sar.optimizer.perturbed
+    assert all(torch.isfinite(p).all() for p in sar.params_to_adapt())
 
 
 # ------------------------------------------------------------------------------------------------------- READ

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from tests.adapter_env import build_env, make_adapter, stream
 from tests.conftest import tiny_overrides
-from tta.adapters.hsm import hsm_refine
-from tta.adapters.losses import (
+from tta.adapters.components.hsm import hsm_refine
+from tta.adapters.components.losses import (
     cross_correlation,
     frame_alignment,
     global_alignment,
@@ -25,7 +25,7 @@ from tta.adapters.losses import (
     softmax_entropy,
     uniformity,
 )
-from tta.adapters.memory import ReliableMemory, selection_count
+from tta.adapters.components.memory import ReliableMemory, selection_count
 from tta.run import run
 from tta.utils.config import compose
 

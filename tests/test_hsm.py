@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tta.adapters.hsm import (
+from tta.adapters.components.hsm import (
     DirectBank,
     HSMConfig,
     HubnessSuppressionMemory,

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from tests.adapter_env import build_env, make_adapter, stream
 from tests.conftest import tiny_overrides
-from tta.adapters.losses import in_batch_entropy, modality_gap, noise_aware_entropy, uniformity
+from tta.adapters.components.losses import in_batch_entropy, modality_gap, noise_aware_entropy, uniformity
 from tta.run import run
 from tta.utils.config import compose
 
@@ -93,7 +93,7 @@ def test_queue_schedule_and_scored_rows(env):
 
 
 def test_port_reproduces_nan_and_guard_zero(env, monkeypatch):
-    from tta.adapters.memory import ReliableMemory
+    from tta.adapters.components.memory import ReliableMemory
 
     monkeypatch.setattr(ReliableMemory, "max_entropy", property(lambda self: torch.tensor(-1.0)))
     port = make_adapter(env, "tcr", "adapter.method.preset=vtr_tta")

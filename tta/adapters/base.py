@@ -1,24 +1,47 @@
-"""The OnlineAdapter base (ARCHITECTURE.md, "The adapter idiom"; protocol of spec/hatvtr.md §4).
+"""The OnlineAdapter base: online test-time adaptation of a retrieval model over a query stream.
 
-The base owns the mechanics of online test-time adaptation of a retrieval model over a query stream:
-the gallery (encoded once by the source model, never updated), the optimizer (built in ``setup("test")``, since
-Lightning builds optimizers only when fitting), a snapshot of only the adapted parameters and the optimizer state
-for :meth:`reset`, ``steps`` updates per batch, the reset policy, score collection in stream order and per-batch
-history. A method overrides only what it changes::
+The base owns the mechanics: the gallery (encoded once by the source model, never updated), the optimizer (built in
+``setup("test")``; Lightning builds optimizers only when fitting), the reset snapshot of the adapted parameters and
+the optimizer state, the update loop with its non-finite guard, the reset policy, scores in stream order, the
+per-batch history and the resumable state. A method (``tta/adapters/<name>.py``, config
+``tta/conf/adapter/<name>.yaml``; docs/adding-an-adapter.md) overrides only what it changes:
 
-    configure_model()            train/eval modes, requires_grad (default: all frozen, eval)
-    params_to_adapt()            e.g. LayerNorms of the query-side encoder; empty = gradient-free
-    adapt_loss(fw, step)         a scalar Tensor, or None to skip the update
-    refine_scores(sims)          post-hoc refinement of the returned rows (e.g. HSM); default identity
-    reset_state()                memories, EMAs, queues
+    configure_model()             -> None. Train/eval modes and requires_grad (default: all frozen, eval mode,
+                                     then :meth:`params_to_adapt` trainable).
+    params_to_adapt()             -> list of Parameters updated by the optimizer (e.g. the query encoder's
+                                     LayerNorms, :meth:`query_layernorm_params`); empty = gradient-free.
+    forward_queries(batch)        -> :class:`QueryForward` (feats, (B, G) sims); default: the model's similarity.
+    adapt_loss(fw, step)          -> a scalar Tensor to minimise, or None to skip this step's update.
+    second_pass(batch, step)      two-pass methods only (``two_pass = True``, e.g. SAM): called after the first
+                                     backward with finite gradients; may move the parameters and returns the loss
+                                     whose gradients the optimizer steps with (not yet back-propagated), or None to
+                                     skip; :meth:`abandon_update` undoes a pending move.
+    after_step(step)              -> None, after every step whether it updated or not (e.g. SAR's recovery).
+    refine_scores(sims)           (B, G) -> (B, G) post-hoc refinement of the scored rows (e.g. the HSM).
+    reset_state()                 clear memories, EMAs, queues (the base restores parameters and optimizer).
+    on_batch_start(batch, record) / on_batch_end(record): per-batch counters; during a batch the base exposes
+                                     the :class:`BatchRecord` as ``self.record`` and ``batch["index"]`` as
+                                     ``self.batch_index`` (both None outside a batch).
+    needs_source_split() / prepare(): ask for clean training-split pairs and prepare from them (e.g. EATA's Fisher).
 
-Per batch (``steps`` = S): S times [forward -> loss -> backward -> step]; the scores are those of the last
-forward, computed before its update (``predict_with: last_forward``, spec/hatvtr.md §4), or of an extra no-grad
-forward after the last update (``post_update``). Run with ``Trainer(inference_mode=False).test``.
+Per batch (``steps`` = S): S times [forward -> loss -> backward (-> second pass) -> step -> after_step]; the
+scores are those of the last forward, computed before its update (``predict_with: last_forward``, HAT-VTR Sec. 4.3
+"Pipeline"), or of an extra no-grad forward after the last update (``post_update``). A non-finite loss or gradient
+in either pass skips the update (counted in ``counters["nonfinite_losses"]`` and the record's ``skipped_updates``);
+the parameters stay finite. Run with ``Trainer(inference_mode=False).test``. After ``test_step`` returns,
+``self.history[-1]`` is that batch's record; its ``batch`` number is ``len(self.history)`` at the batch's start.
+
+**Resumable state.** :meth:`resume_state` holds the base's own keys (:data:`BASE_STATE_KEYS`), every key a class
+lists in its ``state_keys`` class attribute (collected over the class hierarchy: a method lists only the attributes
+it adds — memories, EMAs, queues, Fisher), the declared ``state_keys`` of the objects named in ``state_parts``
+(the post-hoc refiner), the adapted parameters, the optimizer state and the RNG states. An attribute that is not
+declared is not saved: derived copies (a normalised gallery), the model and the gallery are rebuilt by the runner.
+
+**Options.** Keyword arguments of ``__init__`` are the config keys; each option block is a typed dataclass built by
+:func:`tta.adapters.components.options.build_options`, presets being named overrides resolved by the same helper.
 
 Any adapter can be followed by a gradient-free score refiner (:attr:`posthoc`, the ``posthoc=`` config group,
-:mod:`tta.adapters.posthoc`), applied after :meth:`refine_scores` and reset with the adapter. A method that needs
-clean source data before adapting asks for it with :meth:`needs_source_split` and prepares in :meth:`prepare`.
+:mod:`tta.adapters.components.posthoc`), applied after :meth:`refine_scores` and reset with the adapter.
 """
 
 from __future__ import annotations
@@ -26,10 +49,12 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import random
 import time
 from dataclasses import dataclass, field
 
 import lightning as L
+import numpy as np
 import torch
 from torch import nn
 
@@ -38,10 +63,9 @@ from tta.models.retrieval import RetrievalModel
 log = logging.getLogger(__name__)
 
 RESET_POLICIES = ("per_shift", "episodic", "never")
-# attributes that are not the adapter's resumable state: bound inputs, the live model/optimizer, wiring
-_NOT_RESUME_STATE = frozenset({"model", "optimizer", "_snapshot", "source_split", "batch_callbacks", "gt",
-                               "gallery_class", "checkpoint_fn", "_resume", "_batch_offset"})
 PREDICT_WITH = ("last_forward", "post_update")
+#: the base's resumable attributes (a method adds its own with the ``state_keys`` class attribute)
+BASE_STATE_KEYS = ("rows", "indices", "history", "counters", "r1", "_segment")
 
 
 @dataclass
@@ -71,6 +95,18 @@ class BatchRecord:
     extras: dict = field(default_factory=dict)  # method-specific per-batch counters (e.g. selected share)
 
 
+@dataclass
+class RunningMean:
+    """A running mean over the stream: ``add(total, n)`` adds a sum of ``n`` values and returns the mean."""
+
+    total: float = 0
+    count: int = 0
+
+    def add(self, total: float, n: int = 1) -> float:
+        self.total, self.count = self.total + total, self.count + n
+        return self.total / self.count
+
+
 class OnlineAdapter(L.LightningModule):
     """Base of every online adapter (``adapter=source`` is this base with nothing adapted).
 
@@ -82,6 +118,16 @@ class OnlineAdapter(L.LightningModule):
         reset_policy: ``per_shift`` (reset at the start of each shift), ``episodic`` (before every batch) or ``never``.
         predict_with: ``last_forward`` or ``post_update`` (see module docstring).
     """
+
+    #: the method's resumable attributes (module docstring); collected over the class hierarchy
+    state_keys: tuple[str, ...] = ()
+    #: attributes holding objects whose own declared ``state_keys`` are resumable state (e.g. the refiner)
+    state_parts: tuple[str, ...] = ("posthoc",)
+    #: True for two-pass methods: :meth:`second_pass` runs after the first backward of every update
+    two_pass: bool = False
+    #: the per-step share of queries a method selects for its loss, as it records it in ``BatchRecord.extras``
+    #: (a list under this key, or the key inside each ``extras["steps"]`` entry); None = no selection.
+    selected_key: str | None = None
 
     def __init__(self, steps: int = 0, lr: float | dict = 0.0, weight_decay: float = 0.0,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
@@ -105,17 +151,14 @@ class OnlineAdapter(L.LightningModule):
         # the video of each caption); None = 1:1, the class of gallery item j is j
         self.gallery_class: torch.Tensor | None = None
         self.counters: dict[str, int] = {"updates": 0, "skipped_updates": 0, "nonfinite_losses": 0, "resets": 0}
-        # optional gradient-free refiner applied after refine_scores (`posthoc=` group, tta.adapters.posthoc)
+        self.r1 = RunningMean()  # hits / queries scored so far (the running R@1)
+        # optional gradient-free refiner applied after refine_scores (`posthoc=` group, components/posthoc.py)
         self.posthoc = None
-        # clean source-split data, attached by the runner when needs_source_split() > 0 (tta.data.source_split)
+        # clean source-split data, attached by build_adapter when needs_source_split() > 0 (tta.data.source_split)
         self.source_split = None
         self._segment: int | None = None  # the stream segment (shift) being scored
-        # called with each finished BatchRecord (the runner's loggers: per-batch curves)
-        self.batch_callbacks: list = []
-        # resumable runs (tta.run): called with the number of finished batches after each batch; a state to load
-        self.checkpoint_fn = None
-        self._resume: dict | None = None
-        self._batch_offset = 0  # batches finished before this process (a resumed run)
+        self.record: BatchRecord | None = None  # the batch being adapted (None outside test_step)
+        self.batch_index: torch.Tensor | None = None  # its (B,) stream query indices
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None,
@@ -163,6 +206,16 @@ class OnlineAdapter(L.LightningModule):
     def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor | None:
         return None
 
+    def second_pass(self, batch: dict, step: int) -> torch.Tensor | None:
+        """Two-pass methods (``two_pass = True``): the loss to back-propagate for the step, or None to skip."""
+        raise NotImplementedError(f"{type(self).__name__} sets two_pass but has no second_pass")
+
+    def abandon_update(self) -> None:
+        """Undo what a skipped update left behind (e.g. SAM's pending ascent); the base zeroes the gradients."""
+
+    def after_step(self, step: int) -> None:
+        """Called after every step of a batch, whether it updated or not."""
+
     def refine_scores(self, sims: torch.Tensor) -> torch.Tensor:
         return sims
 
@@ -170,14 +223,10 @@ class OnlineAdapter(L.LightningModule):
         """Clear method state (memories, EMAs); called by :meth:`reset`."""
 
     def on_batch_start(self, batch: dict, record: BatchRecord) -> None:
-        """Called before a batch's updates (e.g. to remember ``batch["index"]``); write counters to ``record.extras``."""
+        """Called before a batch's updates; write counters to ``record.extras``."""
 
     def on_batch_end(self, record: BatchRecord) -> None:
         """Called after a batch is scored and refined."""
-
-    #: the per-step share of queries a method selects for its loss, as it records it in ``BatchRecord.extras``
-    #: (a list under this key, or the key inside each ``extras["steps"]`` entry); None = no selection.
-    selected_key: str | None = None
 
     def selected_fraction(self, record: BatchRecord) -> float:
         """Mean share of the batch's queries that the method selected for its loss (NaN if it selects nothing)."""
@@ -200,41 +249,41 @@ class OnlineAdapter(L.LightningModule):
 
     def on_test_start(self) -> None:
         self.prepare()
-        if self._resume is not None:  # after setup(): the optimizer exists and the snapshot holds the source weights
-            self.load_resume_state(self._resume)
-            self._resume = None
 
     # ------------------------------------------------------------------------------------------------ resume
+    def _declared(self, attr: str) -> tuple[str, ...]:
+        """The union of a class attribute (``state_keys`` or ``state_parts``) over the class hierarchy."""
+        keys: list[str] = []
+        for cls in reversed(type(self).__mro__):
+            keys += [k for k in cls.__dict__.get(attr, ()) if k not in keys]
+        return tuple(keys)
+
+    def resume_keys(self) -> tuple[str, ...]:
+        """The resumable attribute names: :data:`BASE_STATE_KEYS` and every declared ``state_keys``."""
+        return BASE_STATE_KEYS + tuple(k for k in self._declared("state_keys") if k not in BASE_STATE_KEYS)
+
     def resume_state(self) -> dict:
-        """Everything that makes the rest of the stream come out as if never interrupted.
+        """Everything that makes the rest of the stream come out as if never interrupted (module docstring).
 
-        The adapter's own attributes (all it added to a bare LightningModule: memories, EMAs, queues, running
-        means, Fisher, counters, scored rows, history, the current segment), the adapted parameters, the optimizer
-        state and the Python / NumPy / torch RNG states. The model, the gallery and the optimizer objects are
-        rebuilt by the runner; attributes that hold modules or parameters are references to them and are skipped.
+        The values are references to the live objects: serialise the dict right away (``torch.save``).
         """
-        import random
-
-        import numpy as np
-
-        attrs = {}
-        for key, value in vars(self).items():
-            if key in _lightning_attrs() or key in _NOT_RESUME_STATE or _holds_module(value):
-                continue
-            attrs[key] = value
-        return {"attrs": attrs, "params": [p.detach().clone() for p in self.params_to_adapt()],
+        parts = {name: _declared_state(getattr(self, name)) for name in self._declared("state_parts")}
+        return {"attrs": {k: getattr(self, k) for k in self.resume_keys()}, "parts": parts,
+                "params": [p.detach().clone() for p in self.params_to_adapt()],
                 "optim": self.optimizer.state_dict() if self.optimizer is not None else None,
                 "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
                         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}}
 
     def load_resume_state(self, state: dict) -> None:
-        """Restore :meth:`resume_state` (call after :meth:`setup`, on the freshly bound source model)."""
-        import random
-
-        import numpy as np
-
-        for key, value in state["attrs"].items():
-            setattr(self, key, value)
+        """Restore :meth:`resume_state` on the freshly bound source model, after :meth:`setup` (the optimizer
+        exists); valid before or after :meth:`on_test_start`."""
+        missing = set(self.resume_keys()) - set(state["attrs"])
+        if missing:
+            raise ValueError(f"the checkpoint lacks {sorted(missing)}: it was written by another adapter")
+        for key in self.resume_keys():
+            setattr(self, key, state["attrs"][key])
+        for name, values in state["parts"].items():
+            _load_declared_state(getattr(self, name, None), values)
         params = self.params_to_adapt()
         if len(params) != len(state["params"]):
             raise ValueError(f"the checkpoint holds {len(state['params'])} adapted tensors, this adapter adapts "
@@ -253,39 +302,49 @@ class OnlineAdapter(L.LightningModule):
 
     # ------------------------------------------------------------------------------------------ LN selection
     def query_layernorm_params(self) -> list[nn.Parameter]:
-        """Weight and bias of every LayerNorm of the query-side tower (spec/hatvtr.md §4, adapted parameters)."""
+        """Weight and bias of every LayerNorm of the query-side tower (HAT-VTR Sec. 4.3: the adapted parameters)."""
         params = []
         for _, ln in self.model.layer_norms(self.query_side):
             params += [p for p in (ln.weight, ln.bias) if p is not None]
         return params
 
-    # ---------------------------------------------------------------------------------------------- mechanics
+    # ------------------------------------------------------------------------------------------ reset, setup
     def setup(self, stage: str) -> None:
         params = self.params_to_adapt()
         if params and self.steps > 0 and self.optimizer is None:
             self.optimizer = self.build_optimizer(params)
-        self._snapshot = self._take_snapshot()
+        self._snapshot = {"params": [p.detach().clone() for p in params],
+                          "optim": copy.deepcopy(self.optimizer.state_dict()) if self.optimizer else None}
 
     def build_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
 
-    def _take_snapshot(self) -> dict:
-        return {"params": [p.detach().clone() for p in self.params_to_adapt()],
-                "optim": copy.deepcopy(self.optimizer.state_dict()) if self.optimizer else None}
+    def restore_snapshot(self) -> None:
+        """The adapted parameters and the optimizer state back to their initial values, bit-exactly."""
+        if self._snapshot is None:
+            return
+        with torch.no_grad():
+            for p, saved in zip(self.params_to_adapt(), self._snapshot["params"], strict=True):
+                p.copy_(saved)
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
 
     def reset(self) -> None:
-        """Restore the adapted parameters and the optimizer state bit-exactly, and clear method state."""
-        if self._snapshot is not None:
-            with torch.no_grad():
-                for p, saved in zip(self.params_to_adapt(), self._snapshot["params"], strict=True):
-                    p.copy_(saved)
-            if self.optimizer is not None:
-                self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
+        """Restore the parameters and the optimizer state, clear method state and the post-hoc refiner's."""
+        self.restore_snapshot()
         self.reset_state()
         if self.posthoc is not None:
             self.posthoc.reset()
         self.counters["resets"] += 1
 
+    def begin_segment(self, segment: int) -> None:
+        """A new shift of the stream starts: ``per_shift`` and ``episodic`` reset here (the first shift starts from
+        the snapshot); ``never`` carries the adapted state into the next shift."""
+        if self._segment is not None and self.reset_policy in ("per_shift", "episodic"):
+            self.reset()
+        self._segment = segment
+
+    # ------------------------------------------------------------------------------------------- the loop
     def encode_queries(self, batch: dict) -> torch.Tensor:
         if self.task == "v2t":
             return self.model.encode_video(batch["video"])
@@ -305,47 +364,55 @@ class OnlineAdapter(L.LightningModule):
             for step in range(self.steps):
                 fw = self.forward_queries(batch)
                 sims = fw.sims.detach()
-                loss = self.adapt_loss(fw, step)
-                if loss is None:
-                    record.skipped_updates += 1
-                    continue
-                if not torch.isfinite(loss):
-                    record.skipped_updates += 1
-                    self.counters["nonfinite_losses"] += 1
-                    log.warning("batch %d step %d: non-finite loss, update skipped", record.batch, step)
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grads_ok = all(p.grad is None or torch.isfinite(p.grad).all() for p in self.params_to_adapt())
-                if not grads_ok:
-                    record.skipped_updates += 1
-                    self.counters["nonfinite_losses"] += 1
-                    self.optimizer.zero_grad(set_to_none=True)
-                    continue
-                self.optimizer.step()
-                self.counters["updates"] += 1
-                record.losses.append(float(loss.detach()))
+                self.update(batch, fw, step, record)
+                self.after_step(step)
         if self.predict_with == "post_update":
             with torch.no_grad():
                 sims = self.forward_queries(batch).sims
         return sims
 
-    def begin_segment(self, segment: int) -> None:
-        """A new shift of the stream starts: ``per_shift`` and ``episodic`` reset here (the first shift starts from
-        the snapshot); ``never`` carries the adapted state into the next shift."""
-        if self._segment is not None and self.reset_policy in ("per_shift", "episodic"):
-            self.reset()
-        self._segment = segment
+    def update(self, batch: dict, fw: QueryForward, step: int, record: BatchRecord) -> bool:
+        """One update from the forward ``fw``: loss, backward (and :meth:`second_pass`), optimizer step.
+        Returns whether the parameters were updated; a skipped update is counted in ``record``."""
+        loss = self.adapt_loss(fw, step)
+        if not self._backward(loss, step, record):
+            return False
+        if self.two_pass:
+            loss = self.second_pass(batch, step)
+            if not self._backward(loss, step, record):
+                return False
+        self.optimizer.step()
+        self.counters["updates"] += 1
+        record.losses.append(float(loss.detach()))
+        return True
+
+    def _backward(self, loss: torch.Tensor | None, step: int, record: BatchRecord) -> bool:
+        """Back-propagate ``loss``; False (update skipped and undone) for None, a non-finite loss or gradient."""
+        if loss is not None:
+            finite = bool(torch.isfinite(loss))
+            if finite:
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                finite = all(p.grad is None or torch.isfinite(p.grad).all() for p in self.params_to_adapt())
+                if finite:
+                    return True
+            self.counters["nonfinite_losses"] += 1
+            log.warning("batch %d step %d: non-finite loss or gradient, update skipped", record.batch, step)
+        record.skipped_updates += 1
+        self.abandon_update()
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
+        return False
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
-        batch_idx += self._batch_offset
         segment = int(batch.get("segment", 0))
         if segment != self._segment:
             self.begin_segment(segment)
         elif self.reset_policy == "episodic":
             self.reset()
-        record = BatchRecord(batch=batch_idx, size=len(batch["index"]), segment=segment)
+        record = BatchRecord(batch=len(self.history), size=len(batch["index"]), segment=segment)
         start = time.perf_counter()
+        self.record, self.batch_index = record, batch["index"]
         self.on_batch_start(batch, record)
         sims = self.adapt_batch(batch, record)
         with torch.no_grad():
@@ -353,39 +420,30 @@ class OnlineAdapter(L.LightningModule):
             if self.posthoc is not None:
                 sims = self.posthoc(sims)
         self.on_batch_end(record)
+        self.record = self.batch_index = None
         record.adapt_s = time.perf_counter() - start
         self.counters["skipped_updates"] += record.skipped_updates
         self.rows.append(sims.detach().cpu())
         self.indices.append(batch["index"].detach().cpu())
         if self.gt is not None:
-            record.running_r1 = self._running_r1()
+            hit = self.is_relevant(self.rows[-1].argmax(dim=1), self.indices[-1]).sum().item()
+            self.r1.add(hit, len(self.indices[-1]))
+            record.running_r1 = 100.0 * self.r1.total / self.r1.count
         self.history.append(record)
-        for callback in self.batch_callbacks:
-            callback(record)
-        if self.checkpoint_fn is not None:
-            self.checkpoint_fn(batch_idx + 1)
         if record.losses:
             self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
         if not math.isnan(record.running_r1):
             self.log("stream/R@1", record.running_r1, on_step=True, prog_bar=True, batch_size=record.size)
 
-    def is_relevant(self, picked: torch.Tensor, queries: torch.Tensor) -> torch.Tensor | None:
+    def is_relevant(self, picked: torch.Tensor, queries: torch.Tensor | None) -> torch.Tensor | None:
         """Whether gallery item ``picked[i]`` is relevant to stream query ``queries[i]`` (diagnostics only);
-        None when the runner gave no ground truth."""
-        if self.gt is None:
+        None when the runner gave no ground truth or the queries are unknown."""
+        if self.gt is None or queries is None:
             return None
         picked, want = picked.cpu(), self.gt[queries.cpu()].cpu()
         if self.gallery_class is not None:
             picked = self.gallery_class.cpu()[picked]
         return picked == want
-
-    def _running_r1(self) -> float:
-        last = self.rows[-1]
-        idx = self.indices[-1]
-        hit = self.is_relevant(last.argmax(dim=1), idx).sum().item()
-        self._hits = getattr(self, "_hits", 0) + hit
-        self._seen = getattr(self, "_seen", 0) + len(idx)
-        return 100.0 * self._hits / self._seen
 
     def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q, G) scored rows in stream order and the (Q,) query indices they belong to."""
@@ -394,20 +452,15 @@ class OnlineAdapter(L.LightningModule):
         return torch.cat(self.rows), torch.cat(self.indices)
 
 
-def _lightning_attrs() -> frozenset:
-    """Attribute names every LightningModule has (not adapter state)."""
-    global _LIGHTNING_ATTRS
-    if _LIGHTNING_ATTRS is None:
-        _LIGHTNING_ATTRS = frozenset(vars(L.LightningModule()))
-    return _LIGHTNING_ATTRS
+def _declared_state(obj) -> dict | None:
+    """The attributes ``obj`` lists in its ``state_keys`` (None for no object)."""
+    if obj is None:
+        return None
+    return {k: getattr(obj, k) for k in getattr(obj, "state_keys", ())}
 
 
-_LIGHTNING_ATTRS: frozenset | None = None
-
-
-def _holds_module(value) -> bool:
-    if isinstance(value, (nn.Module, nn.Parameter, torch.optim.Optimizer)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(isinstance(v, (nn.Module, nn.Parameter)) for v in value)
-    return False
+def _load_declared_state(obj, values: dict | None) -> None:
+    if obj is None or values is None:
+        return
+    for key, value in values.items():
+        setattr(obj, key, value)

@@ -1,4 +1,4 @@
-"""``adapter=eata``: EATA (Niu et al., ICML 2022) as retrieval TTA (spec/baselines.md §4).
+"""``adapter=eata``: EATA (Niu et al., ICML 2022) as retrieval TTA (defaults and deviations: docs/methods/eata.md).
 
 Per step, with E_i = H(p_i) over the gallery (C = G classes, τ = 0.02):
 
@@ -19,12 +19,12 @@ Fisher source (``fisher``): ``off`` (default) is ETA — the HAT-VTR protocol ha
 model before the first batch. It is a function of the source weights and stays across resets.
 
 Original vs retrieval: the original adapts BatchNorm affines with SGD (lr 2.5e-4, momentum 0.9, batch 64); here
-the query-encoder LayerNorms with AdamW lr 3e-4, weight decay 1e-4, 3 steps per batch of 16 (baselines.md §1-2).
+the query-encoder LayerNorms with AdamW lr 3e-4, weight decay 1e-4, 3 steps per batch of 16 (the shared protocol).
 
 Presets (``preset``):
 
 * ``orig`` (default): the rules above with ``margin: abs_lnC``;
-* ``vtr_tta`` (``bingqingzhang/vtr_tta`` ``tta_model/eata.py``, baselines.md §8): E0 = 0.40 absolute; an empty S1
+* ``vtr_tta`` (``bingqingzhang/vtr_tta`` ``tta_model/eata.py``): E0 = 0.40 absolute; an empty S1
   is replaced by the ⌈0.25·b⌉ lowest entropies and an empty S2 by the ⌈0.1·|S1|⌉ lowest of S1 (so it always
   steps; the running mean is updated with the fallback set); no Fisher; the legacy shared forward.
 
@@ -37,18 +37,54 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from tta.adapters.base import QueryForward
-from tta.adapters.entropy import GalleryEntropyAdapter, check_choice, entropy_margin, resolve_preset, softmax_entropy
+from tta.adapters.components.entropy import GalleryEntropyAdapter, softmax_entropy
+from tta.adapters.components.options import build_options, check_choice
 
 log = logging.getLogger(__name__)
 
 MARGINS = ("abs_lnC", "abs", "quantile")
 FISHER_SOURCES = ("off", "train_split")
 FALLBACKS = ("none", "lowest")
+
+
+@dataclass
+class EATAOptions:
+    """EATA's options (None = the preset's value; :class:`EATAAdapter` documents each)."""
+
+    margin: str | None = None
+    margin_scale: float = 0.4
+    margin_value: float | None = None
+    quantile: float = 0.4
+    d_margin: float = 0.05
+    momentum: float = 0.9
+    fisher: str | None = None
+    fisher_beta: float = 2000.0
+    fisher_size: int = 2000
+    fisher_batch_size: int = 64
+    fallback: str | None = None
+
+    def __post_init__(self):
+        check_choice("margin", self.margin, MARGINS)
+        if self.margin == "abs" and self.margin_value is None:
+            raise ValueError("margin: abs needs margin_value")
+        check_choice("fisher", self.fisher, FISHER_SOURCES)
+        check_choice("fallback", self.fallback, FALLBACKS)
+        self.margin_scale, self.quantile, self.d_margin = float(self.margin_scale), float(self.quantile), float(
+            self.d_margin)
+        self.momentum, self.fisher_beta = float(self.momentum), float(self.fisher_beta)
+        self.fisher_size, self.fisher_batch_size = int(self.fisher_size), int(self.fisher_batch_size)
+
+
+EATA_PRESETS = {
+    "orig": {"margin": "abs_lnC", "margin_value": None, "fisher": "off", "fallback": "none"},
+    "vtr_tta": {"margin": "abs", "margin_value": 0.40, "fisher": "off", "fallback": "lowest"},
+}
 
 
 class EATAAdapter(GalleryEntropyAdapter):
@@ -66,47 +102,30 @@ class EATAAdapter(GalleryEntropyAdapter):
         fisher_size: clean training-split queries for the Fisher (EATA ``--fisher_size``).
         fisher_batch_size: their batch size (EATA ``main.py`` batch 64).
         fallback: ``none`` | ``lowest`` (vtr_tta's replacement of empty sets; None = preset).
-        **kwargs: :class:`~tta.adapters.entropy.GalleryEntropyAdapter` options (temperature, preset, lr, ...).
+        **kwargs: :class:`~tta.adapters.components.entropy.GalleryEntropyAdapter` options (temperature, preset, lr, ...).
     """
 
-    PRESET_TABLE = {
-        "orig": {"margin": "abs_lnC", "margin_value": None, "fisher": "off", "fallback": "none"},
-        "vtr_tta": {"margin": "abs", "margin_value": 0.40, "fisher": "off", "fallback": "lowest"},
-    }
-
     selected_key = "eata/s2"  # logged as the selected-sample fraction
+    state_keys = ("running_probs", "fishers", "anchors")
 
     def __init__(self, margin: str | None = None, margin_scale: float = 0.4, margin_value: float | None = None,
                  quantile: float = 0.4, d_margin: float = 0.05, momentum: float = 0.9, fisher: str | None = None,
                  fisher_beta: float = 2000.0, fisher_size: int = 2000, fisher_batch_size: int = 64,
                  fallback: str | None = None, lr: float | dict = 3e-4, **kwargs):
         super().__init__(lr=lr, **kwargs)
-        opts = resolve_preset(self.PRESET_TABLE, self.preset, margin=margin, margin_value=margin_value,
-                              fisher=fisher, fallback=fallback)
-        self.margin = check_choice("margin", opts["margin"], MARGINS)
-        self.margin_value = opts["margin_value"]
-        if self.margin == "abs" and self.margin_value is None:
-            raise ValueError("margin: abs needs margin_value")
-        self.fisher_source = check_choice("fisher", opts["fisher"], FISHER_SOURCES)
-        self.fallback = check_choice("fallback", opts["fallback"], FALLBACKS)
-        self.margin_scale, self.quantile, self.d_margin = float(margin_scale), float(quantile), float(d_margin)
-        self.momentum = float(momentum)
-        self.fisher_beta, self.fisher_size, self.fisher_batch_size = float(fisher_beta), int(fisher_size), int(
-            fisher_batch_size)
+        o = build_options(EATAOptions, dict(
+            margin=margin, margin_scale=margin_scale, margin_value=margin_value, quantile=quantile, d_margin=d_margin,
+            momentum=momentum, fisher=fisher, fisher_beta=fisher_beta, fisher_size=fisher_size,
+            fisher_batch_size=fisher_batch_size, fallback=fallback), presets=EATA_PRESETS, preset=self.preset)
+        self.margin, self.margin_value, self.margin_scale = o.margin, o.margin_value, o.margin_scale
+        self.quantile, self.d_margin, self.momentum = o.quantile, o.d_margin, o.momentum
+        self.fisher_source, self.fallback = o.fisher, o.fallback
+        self.fisher_beta, self.fisher_size, self.fisher_batch_size = o.fisher_beta, o.fisher_size, o.fisher_batch_size
         self.running_probs: torch.Tensor | None = None  # m, (G,)
         self.fishers: list[torch.Tensor] | None = None  # F per adapted tensor
         self.anchors: list[torch.Tensor] | None = None  # θ⁰ per adapted tensor
 
     # --------------------------------------------------------------------------------------- selection
-    def threshold(self, entropies: torch.Tensor) -> float:
-        """E0 for this batch: (b,) entropies -> the reliability margin."""
-        if self.margin == "abs_lnC":
-            return entropy_margin(self.margin_scale, self.gallery.shape[0])
-        if self.margin == "abs":
-            return float(self.margin_value)
-        k = max(1, int(self.quantile * entropies.numel()))
-        return float(entropies.detach().sort().values[k - 1])
-
     def select(self, entropies: torch.Tensor, probs: torch.Tensor, e0: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Indices of S1 (reliable) and S2 ⊆ S1 (reliable and non-redundant).
 

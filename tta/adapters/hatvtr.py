@@ -1,30 +1,32 @@
-"""``adapter=hatvtr``: HAT-VTR (Zhang et al., 2026, "Robust Test-Time Video-Text Retrieval", Sec. 4; spec/hatvtr.md).
+"""``adapter=hatvtr``: HAT-VTR (Zhang et al., 2026, "Robust Test-Time Video-Text Retrieval", Sec. 4).
 
-Per batch (spec §4): ``steps`` × [encode queries → S (B, G) → HSM target selection (§5, Use 1) → Reliable Memory
-update at step 0 (§6) → L = L_NA + L_inter + L_intra + L_global + L_frame (§7, Eq. 12) → AdamW step on the query
+Per batch (Sec. 4.3 "Pipeline"): ``steps`` × [encode queries → S (B, G) → HSM target selection (Sec. 4.2, Use 1) →
+Reliable Memory update at step 0 (Sec. 4.3) → L = L_NA + L_inter + L_intra + L_global + L_frame (Eq. 12) → AdamW
+step on the query
 encoder's LayerNorms]; the last pre-update S is refined by the HSM (Use 2) and its raw rows enter the bank.
 
-The losses see per-frame features for both backbones; the X-Pool pooled similarity enters only S (spec §3).
+The losses see per-frame features for both backbones; the X-Pool pooled similarity enters only S.
 v2t: queries V (b, T, D), targets Y (b, D) captions. t2v: queries X (b, D), targets U (b, T, D) gallery frames; the
 intra-video term is omitted and L_MGCM acts through the captions only. Divergences from the paper follow the code by
-default and are switchable (spec §8); ``strict_reproduction`` turns on the code's behaviour where the default fixes a
+default and are switchable (docs/methods/hatvtr.md); ``strict_reproduction`` turns on the code's behaviour where the default fixes a
 bug or follows the paper (NaN on an empty mask, ⌊ρ·b⌋ without the max(1, ·) guard, the 10%-of-gallery HSM capacity).
-The hooks of spec §10 (``loss.hubness_aware``, ``gate``) are extensions, off by default.
+The hubness hooks (``loss.hubness_aware``, ``gate``; HAT-VTR App. F) are extensions, off by default.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward
-from tta.adapters.hsm import HSMConfig, HubnessSuppressionMemory, build_config
-from tta.adapters.losses import (
+from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward, RunningMean
+from tta.adapters.components.entropy import softmax_entropy
+from tta.adapters.components.hsm import HSMConfig, HubnessSuppressionMemory
+from tta.adapters.components.losses import (
     cross_correlation,
     empty_mask_choice,
     frame_alignment,
@@ -33,11 +35,11 @@ from tta.adapters.losses import (
     intra_uniformity,
     modality_gap,
     noise_aware_entropy,
-    softmax_entropy,
     uniformity,
 )
-from tta.adapters.memory import ReliableMemory, RMConfig
-from tta.adapters.profiling import Stopwatch
+from tta.adapters.components.memory import ReliableMemory, RMConfig
+from tta.adapters.components.options import build_options
+from tta.adapters.components.profiling import Stopwatch
 from tta.metrics.hubness import hubness_from_occurrence
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class NAConfig:
-    """L_NA options (spec §7.1, §8 items 1, 11): ``empty_mask`` zero | skip | nan; ``logits`` in_batch | gallery."""
+    """L_NA options (Eq. 11; docs/methods/hatvtr.md): ``empty_mask`` zero | skip | nan; ``logits`` in_batch | gallery."""
 
     empty_mask: str = "zero"
     logits: str = "in_batch"
@@ -59,7 +61,7 @@ class NAConfig:
 
 @dataclass
 class LossConfig:
-    """Weights (Eq. 12: all 1), the uniformity scale t (Eq. 7-8) and the spec §10 loss hook."""
+    """Weights (Eq. 12: all 1), the uniformity scale t (Eq. 7-8) and the hubness-aware loss hook (App. F.2)."""
 
     uni_t: float = 10.0
     w_na: float = 1.0
@@ -89,7 +91,7 @@ class AdaptConfig:
 
 @dataclass
 class GateConfig:
-    """Spec §10.2: gate the updates on the bank's k-occurrence skewness (``mode`` skip | scale)."""
+    """App. F.4: gate the updates on the bank's k-occurrence skewness (``mode`` skip | scale)."""
 
     enabled: bool = False
     metric: str = "k_skewness"
@@ -113,36 +115,44 @@ class Targets:
     text: torch.Tensor  # (b, D) normalised text side
 
 
+#: ``strict_reproduction: true``: the reference code where the default fixes a bug or follows the paper (NaN on an
+#: empty L_NA mask, ⌊ρ·b⌋ without the max(1, ·) guard, the 10%-of-gallery HSM capacity), forced over the blocks
+STRICT_REPRODUCTION = {"na": {"empty_mask": "nan"}, "rm": {"min_one": False}, "hsm": {"capacity": "gallery_fraction"}}
+
+
 class HATVTRAdapter(OnlineAdapter):
-    """HAT-VTR. Nested options mirror spec/hatvtr.md's names (``hsm.alpha``, ``rm.size``, ``na.empty_mask`` ...).
+    """HAT-VTR. Nested options mirror docs/methods/hatvtr.md's names (``hsm.alpha``, ``rm.size``, ``na.empty_mask`` ...).
 
     Args:
-        steps, lr, weight_decay, betas, reset_policy, predict_with: see :class:`OnlineAdapter` (spec §2, §4).
+        steps, lr, weight_decay, betas, reset_policy, predict_with: see :class:`OnlineAdapter`.
         temperature: τ of the entropy softmax (Eq. 3, 11).
-        strict_reproduction: the reference code's behaviour where spec §8 lists a fix or a paper default.
+        strict_reproduction: the reference code's behaviour where the default fixes a bug or follows the paper
+            (the :data:`STRICT_REPRODUCTION` overrides; docs/methods/hatvtr.md).
         hsm, rm, na, loss, mgcm, adapt, gate: option groups (:class:`HSMConfig`, :class:`RMConfig`, ...).
         profile: accumulate per-component times in ``self.watch.totals`` (benchmarks only).
     """
 
     selected_key = "selected_frac"  # logged as the selected-sample fraction
+    # the bank, the memory and its derived targets; not the normalised gallery copy (_views), rebuilt on demand
+    state_keys = ("hsm", "rm", "_rm_targets", "rm_accuracy")
 
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
                  predict_with: str = "last_forward", temperature: float = 0.02, strict_reproduction: bool = False,
                  hsm: dict | None = None, rm: dict | None = None, na: dict | None = None, loss: dict | None = None,
                  mgcm: dict | None = None, adapt: dict | None = None, gate: dict | None = None, profile: bool = False):
-        self.adapt_cfg = build_config(AdaptConfig, adapt)
+        self.adapt_cfg = build_options(AdaptConfig, adapt)
         super().__init__(steps=steps if self.adapt_cfg.enabled else 0, lr=lr, weight_decay=weight_decay,
                          betas=betas, reset_policy=reset_policy, predict_with=predict_with)
         self.temperature = float(temperature)
-        self.hsm_cfg, self.rm_cfg = build_config(HSMConfig, hsm), build_config(RMConfig, rm)
-        self.na_cfg, self.loss_cfg = build_config(NAConfig, na), build_config(LossConfig, loss)
-        self.mgcm_cfg, self.gate_cfg = build_config(MGCMConfig, mgcm), build_config(GateConfig, gate)
         self.strict_reproduction = bool(strict_reproduction)
+        force = STRICT_REPRODUCTION if self.strict_reproduction else {}
+        self.hsm_cfg = build_options(HSMConfig, hsm, force=force.get("hsm"))
+        self.rm_cfg = build_options(RMConfig, rm, force=force.get("rm"))
+        self.na_cfg = build_options(NAConfig, na, force=force.get("na"))
+        self.loss_cfg, self.mgcm_cfg = build_options(LossConfig, loss), build_options(MGCMConfig, mgcm)
+        self.gate_cfg = build_options(GateConfig, gate)
         if self.strict_reproduction:
-            self.na_cfg = replace(self.na_cfg, empty_mask="nan")
-            self.rm_cfg = replace(self.rm_cfg, min_one=False)
-            self.hsm_cfg = replace(self.hsm_cfg, capacity="gallery_fraction")
             log.info("strict_reproduction: NaN on an empty L_NA mask, floor(rho*b) RM selection, HSM capacity "
                      "max(1, floor(%.2f*G))", self.hsm_cfg.gallery_fraction)
         track = max(self.loss_cfg.hub_k if self.loss_cfg.hubness_aware == "hub_weighting" else 0,
@@ -152,11 +162,9 @@ class HATVTRAdapter(OnlineAdapter):
         self.watch = Stopwatch(profile)
         self._views: tuple | None = None
         self._rm_targets: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._batch_index: torch.Tensor | None = None
-        self._record: BatchRecord | None = None
         self._gate_factor = 1.0
         self._step_log: dict[str, float] = {}
-        self._rm_acc_sum, self._rm_acc_n = 0.0, 0
+        self.rm_accuracy = RunningMean()
         self.counters.update({"na_selected": 0, "na_candidates": 0, "na_empty_mask": 0})
 
     # ------------------------------------------------------------------------------------------------ hooks
@@ -170,16 +178,14 @@ class HATVTRAdapter(OnlineAdapter):
         self._rm_targets = None
 
     def on_batch_start(self, batch: dict, record: BatchRecord) -> None:
-        self._batch_index, self._record = batch["index"], record
         self._gate_factor = self._gate() if self.gate_cfg.enabled else 1.0
         record.extras["steps"] = []
 
     def on_batch_end(self, record: BatchRecord) -> None:
         if self.rm is not None and not math.isnan(self.rm.accuracy):
             record.extras["rm_accuracy"] = self.rm.accuracy
-            self._rm_acc_sum, self._rm_acc_n = self._rm_acc_sum + self.rm.accuracy, self._rm_acc_n + 1
             self.counters["rm_accuracy_last"] = self.rm.accuracy
-            self.counters["rm_accuracy_mean"] = self._rm_acc_sum / self._rm_acc_n
+            self.counters["rm_accuracy_mean"] = self.rm_accuracy.add(self.rm.accuracy)
         if self.gate_cfg.enabled:
             record.extras["gate_factor"] = self._gate_factor
         if self.counters["na_candidates"]:
@@ -210,7 +216,7 @@ class HATVTRAdapter(OnlineAdapter):
         return self._views[1], self._views[2]
 
     def select_targets(self, fw: QueryForward) -> Targets:
-        """HSM-selected targets (spec §5 Use 1) and the feature views of one step."""
+        """HSM-selected targets (Sec. 4.2, Use 1) and the feature views of one step."""
         with self.watch("hsm"):
             idx = self.hsm.select(fw.sims.detach())
         gallery, frames = self._gallery_views()
@@ -221,15 +227,15 @@ class HATVTRAdapter(OnlineAdapter):
         return Targets(idx, q, gallery[idx], video=frames[idx], text=q)
 
     def entropies(self, fw: QueryForward, tg: Targets) -> torch.Tensor:
-        """(b,) H_i of the entropy loss: in-batch (code), whole gallery (Eq. 3), or HSM-refined gallery (§10)."""
+        """(b,) H_i of the entropy loss: in-batch (code), whole gallery (Eq. 3), or HSM-refined gallery (App. F.2)."""
         if self.loss_cfg.hubness_aware == "refined_logits":
-            return softmax_entropy(self.hsm.refine_current(fw.sims) / self.temperature)
+            return softmax_entropy(self.hsm.refine_current(fw.sims) / self.temperature, via_log_softmax=False)
         if self.na_cfg.logits == "gallery":
-            return softmax_entropy(fw.sims / self.temperature)
+            return softmax_entropy(fw.sims / self.temperature, via_log_softmax=False)
         return in_batch_entropy(tg.query, tg.target, self.temperature)
 
     def update_memory(self, tg: Targets, entropy: torch.Tensor) -> None:
-        """Step-0 RM update (spec §6) and the derived targets Δ_RM (Eq. 9) and C_RM (Eq. 10)."""
+        """Step-0 RM update (Sec. 4.3) and the derived targets Δ_RM (Eq. 9) and C_RM (Eq. 10)."""
         rm = self._memory()
         query, target = tg.query.detach(), tg.target
         if self.rm_cfg.renormalize_video_mean:
@@ -237,11 +243,10 @@ class HATVTRAdapter(OnlineAdapter):
                 query = F.normalize(query, dim=-1)
             else:
                 target = F.normalize(target, dim=-1)
-        correct = self.is_relevant(tg.idx, self._batch_index) if self._batch_index is not None else None
-        rm.update(query, target, entropy.detach(), correct)
+        rm.update(query, target, entropy.detach(), self.is_relevant(tg.idx, self.batch_index))
         if rm.empty:
             raise RuntimeError(f"the reliable memory is empty after a batch of {query.shape[0]}: floor(rho*b) = 0 "
-                               "(the reference code fails here; spec/hatvtr.md §8 item 2 — set rm.min_one)")
+                               "(the reference code fails here; docs/methods/hatvtr.md — set rm.min_one)")
         video, text = (rm.query, rm.target) if self.task == "v2t" else (rm.target, rm.query)
         self._rm_targets = (modality_gap(video, text), cross_correlation(video, text, self.mgcm_cfg.centered))
 
@@ -275,8 +280,8 @@ class HATVTRAdapter(OnlineAdapter):
 
     def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor | None:
         self._step_log = {"step": step}
-        if self._record is not None:
-            self._record.extras["steps"].append(self._step_log)
+        if self.record is not None:
+            self.record.extras["steps"].append(self._step_log)
         tg = self.select_targets(fw)
         with self.watch("losses"):
             entropy = self.entropies(fw, tg)
@@ -295,7 +300,7 @@ class HATVTRAdapter(OnlineAdapter):
                 return None
             return total * self._gate_factor if self._gate_factor != 1.0 else total
 
-    # --------------------------------------------------------------------------------------- §10 hooks
+    # ------------------------------------------------------------------------------------ hubness hooks
     def _bank_occurrence(self) -> tuple[torch.Tensor, int] | None:
         bank = self.hsm.bank
         if bank is None or bank.occurrence is None or bank.num_rows == 0:
@@ -303,7 +308,7 @@ class HATVTRAdapter(OnlineAdapter):
         return bank.occurrence, bank.num_rows
 
     def _hub_weights(self, idx: torch.Tensor) -> torch.Tensor | None:
-        """min(1, μ / N_k(target_i)), μ = the mean k-occurrence of the bank (spec §10.1 ``hub_weighting``)."""
+        """min(1, μ / N_k(target_i)), μ = the mean k-occurrence of the bank (``hub_weighting``, App. F.2)."""
         occ = self._bank_occurrence()
         if occ is None:
             return None
@@ -312,7 +317,7 @@ class HATVTRAdapter(OnlineAdapter):
         return (mean / counts[idx].clamp(min=1.0)).clamp(max=1.0)
 
     def _gate(self) -> float:
-        """1 (update), 0 (skip) or a scale from the bank's k-occurrence skewness (spec §10.2)."""
+        """1 (update), 0 (skip) or a scale from the bank's k-occurrence skewness (App. F.4)."""
         occ = self._bank_occurrence()
         if occ is None:
             return 1.0

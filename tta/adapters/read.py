@@ -1,4 +1,4 @@
-"""``adapter=read``: READ (Yang et al., ICLR 2024) mapped to dual-encoder retrieval (spec/baselines.md §6).
+"""``adapter=read``: READ (Yang et al., ICLR 2024) mapped to dual-encoder retrieval (docs/methods/read.md).
 
 Objective, with p_i = softmax(s_i / τ) over the gallery (τ = 0.02), p̂_i = max_j p_ij and γ = e^{−1}:
 
@@ -23,24 +23,26 @@ Original vs retrieval: Adam lr 1e-4, batch 64, AMP, dropout off, scoring the for
 AdamW lr 3e-5, weight decay 1e-4, 3 steps per batch of 16, scoring the pre-update forward (``predict_with:
 post_update`` gives the original's scoring).
 
-Remark (baselines.md §6): with b = 16 and G = 1000, Σ_i p_i spreads a mass of 16 over 1000 entries; its softmax
+Remark (docs/methods/read.md): with b = 16 and G = 1000, Σ_i p_i spreads a mass of 16 over 1000 entries; its softmax
 is nearly uniform, so L_bal ≈ ln G with a very small gradient. ``balance: mean`` (H of the normalised batch
 mean) is offered as a labelled deviation.
 
-Presets: ``orig`` (default) = the above with ``balance: sum_softmax``; ``vtr_tta`` (``tta_model/read.py``,
-baselines.md §8) computes the balance term and then drops it, L = L_ra (``balance: none``), and uses the legacy
+Presets: ``orig`` (default) = the above with ``balance: sum_softmax``; ``vtr_tta`` (``tta_model/read.py``)
+computes the balance term and then drops it, L = L_ra (``balance: none``), and uses the legacy
 shared forward.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from tta.adapters.base import QueryForward
-from tta.adapters.entropy import GalleryEntropyAdapter, check_choice, resolve_preset, softmax_entropy
+from tta.adapters.components.entropy import GalleryEntropyAdapter, softmax_entropy
+from tta.adapters.components.options import build_options, check_choice
 
 BALANCES = ("sum_softmax", "mean", "none")
 PARAMS = ("ln", "xpool_qkv")
@@ -62,6 +64,24 @@ def read_loss(logits: torch.Tensor, gamma: float = math.exp(-1), balance: str = 
     return l_ra - balance_weight * l_bal, l_ra, l_bal
 
 
+@dataclass
+class READOptions:
+    """READ's options (None = the preset's value; :class:`READAdapter` documents each)."""
+
+    gamma: float = math.exp(-1)
+    balance: str | None = None
+    balance_weight: float = 1.0
+    params: str = "ln"
+
+    def __post_init__(self):
+        check_choice("balance", self.balance, BALANCES)
+        check_choice("params", self.params, PARAMS)
+        self.gamma, self.balance_weight = float(self.gamma), float(self.balance_weight)
+
+
+READ_PRESETS = {"orig": {"balance": "sum_softmax"}, "vtr_tta": {"balance": "none"}}
+
+
 class READAdapter(GalleryEntropyAdapter):
     """Reliability-bias entropy with a balance term (module docstring).
 
@@ -70,18 +90,15 @@ class READAdapter(GalleryEntropyAdapter):
         balance: ``sum_softmax`` | ``mean`` | ``none`` (None = preset).
         balance_weight: weight of L_bal (the original's 1).
         params: ``ln`` | ``xpool_qkv``.
-        **kwargs: :class:`~tta.adapters.entropy.GalleryEntropyAdapter` options.
+        **kwargs: :class:`~tta.adapters.components.entropy.GalleryEntropyAdapter` options.
     """
-
-    PRESET_TABLE = {"orig": {"balance": "sum_softmax"}, "vtr_tta": {"balance": "none"}}
 
     def __init__(self, gamma: float = math.exp(-1), balance: str | None = None, balance_weight: float = 1.0,
                  params: str = "ln", lr: float | dict = 3e-5, **kwargs):
         super().__init__(lr=lr, **kwargs)
-        opts = resolve_preset(self.PRESET_TABLE, self.preset, balance=balance)
-        self.balance = check_choice("balance", opts["balance"], BALANCES)
-        self.params = check_choice("params", params, PARAMS)
-        self.gamma, self.balance_weight = float(gamma), float(balance_weight)
+        o = build_options(READOptions, dict(gamma=gamma, balance=balance, balance_weight=balance_weight,
+                                            params=params), presets=READ_PRESETS, preset=self.preset)
+        self.gamma, self.balance, self.balance_weight, self.params = o.gamma, o.balance, o.balance_weight, o.params
 
     def params_to_adapt(self) -> list[nn.Parameter]:
         if self.params == "ln":

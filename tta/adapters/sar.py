@@ -1,9 +1,9 @@
-"""``adapter=sar``: SAR (Niu et al., ICLR 2023) as retrieval TTA (spec/baselines.md §5).
+"""``adapter=sar``: SAR (Niu et al., ICLR 2023) as retrieval TTA (defaults and deviations: docs/methods/sar.md).
 
 One step (entropies over the gallery at τ = 0.02, E0 = 0.4·ln C with C = G):
 
 1. forward, S1 = {i : E_i < E0}, L1 = mean_{S1} E_i, backward (reliable entropy, Eq. 2);
-2. SAM ascent (:mod:`tta.adapters.sam`): ε̂ = ρ g/‖g‖₂ over all adapted tensors, ρ = 0.05, θ <- θ + ε̂;
+2. SAM ascent (:mod:`tta.adapters.components.sam`): ε̂ = ρ g/‖g‖₂ over all adapted tensors, ρ = 0.05, θ <- θ + ε̂;
 3. forward at θ + ε̂, S2 = {i ∈ S1 : E'_i < E0}, L2 = mean_{S2} E'_i;
 4. if L2 is not NaN: ema <- L2 on the first step, else ema <- 0.9·ema + 0.1·L2;
 5. backward L2, restore θ, base (AdamW) step with the gradient from θ + ε̂;
@@ -18,7 +18,7 @@ trigger frequent resets; resets are counted (``sar/recoveries``, per step in his
 Edge cases: an empty S1 makes the original's loss NaN, which then poisons the SAM step; the default
 (``empty_set: zero``, as TCR's guard) treats an empty S1 or S2 as a zero loss without gradient — no ascent, no
 step (θ restored exactly if already perturbed) and no EMA update (the original skips NaN too); ``nan`` keeps the
-original's mean over an empty set.
+original's mean over an empty set, whose NaN the base's non-finite guard then skips (``nonfinite_losses``).
 
 Parameters: the original adapts every norm affine except the top of the network (ResNet ``layer4``; ViT blocks
 9-11 and the final norm); the retrieval default adapts all query-encoder LayerNorms (protocol), and
@@ -26,10 +26,14 @@ Parameters: the original adapts every norm affine except the top of the network 
 The original uses SGD (lr 2.5e-4 ×(b/64), momentum 0.9) inside SAM; here AdamW lr 3e-5, weight decay 1e-4.
 
 Presets: ``orig`` (default) as above with ``margin: abs_lnC``. ``vtr_tta`` (``bingqingzhang/vtr_tta``
-``tta_model/sar.py``, baselines.md §8): a quantile margin (k = ⌊0.4·b⌋, here ≥ 1; thr = the k-th smallest
+``tta_model/sar.py``): a quantile margin (k = ⌊0.4·b⌋, here ≥ 1; thr = the k-th smallest
 entropy, S1 = {E ≤ thr}, S2 = {E' < thr}); the second-pass entropy is not summed over the gallery, so the filter
 and the mean act on the individual −p ln p terms (``second_entropy: elementwise``); recovery off; the legacy
 shared forward. TCR's SAR is the quantile margin with summed entropies (``margin: quantile``).
+
+Steps 1-5 run in the base's update loop (``two_pass``: :meth:`SARAdapter.adapt_loss` is step 1,
+:meth:`SARAdapter.second_pass` steps 2-4, the optimizer's ``step`` step 5) under its non-finite guard: a non-finite
+loss or gradient in either pass skips the update with θ restored; step 6 is :meth:`SARAdapter.after_step`.
 
 Counters: ``sar/s1``, ``sar/s2`` (selected queries; with ``second_entropy: elementwise`` a query counts in S2
 when at least one of its terms is kept), their ``*_rate`` (|S|/b over all steps), ``sar/recoveries``, the last
@@ -38,24 +42,18 @@ when at least one of its terms is kept), their ``*_rate`` (|S|/b over all steps)
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import re
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from tta.adapters.base import BatchRecord
-from tta.adapters.entropy import (
-    GalleryEntropyAdapter,
-    check_choice,
-    elementwise_entropy,
-    entropy_margin,
-    resolve_preset,
-    softmax_entropy,
-)
-from tta.adapters.sam import SAM
+from tta.adapters.base import QueryForward
+from tta.adapters.components.entropy import GalleryEntropyAdapter, elementwise_entropy, softmax_entropy
+from tta.adapters.components.options import build_options, check_choice
+from tta.adapters.components.sam import SAM
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +62,39 @@ EMPTY_SETS = ("zero", "nan")
 SECOND_ENTROPY = ("sum", "elementwise")
 _BLOCK = re.compile(r"(?:^|\.)(?:resblocks|layers?|blocks|h)\.(\d+)\.")
 _FINAL_NORMS = ("ln_post", "ln_final", "norm", "final_layer_norm", "post_layernorm", "final_layernorm")
+
+
+@dataclass
+class SAROptions:
+    """SAR's options (None = the preset's value; :class:`SARAdapter` documents each)."""
+
+    margin: str | None = None
+    margin_scale: float = 0.4
+    quantile: float = 0.4
+    rho: float = 0.05
+    reset_threshold: float = 0.2
+    ema_momentum: float = 0.9
+    recovery: bool | None = None
+    clear_ema_on_reset: bool = False
+    empty_set: str = "zero"
+    second_entropy: str | None = None
+    exclude_top_blocks: bool = False
+    top_blocks: tuple[int, ...] = (9, 10, 11)
+
+    def __post_init__(self):
+        check_choice("margin", self.margin, MARGINS)
+        check_choice("second_entropy", self.second_entropy, SECOND_ENTROPY)
+        check_choice("empty_set", self.empty_set, EMPTY_SETS)
+        self.recovery, self.clear_ema_on_reset = bool(self.recovery), bool(self.clear_ema_on_reset)
+        self.exclude_top_blocks, self.top_blocks = bool(self.exclude_top_blocks), tuple(int(b) for b in self.top_blocks)
+        for name in ("margin_scale", "quantile", "rho", "reset_threshold", "ema_momentum"):
+            setattr(self, name, float(getattr(self, name)))
+
+
+SAR_PRESETS = {
+    "orig": {"margin": "abs_lnC", "recovery": True, "second_entropy": "sum"},
+    "vtr_tta": {"margin": "quantile", "recovery": False, "second_entropy": "elementwise"},
+}
 
 
 class SARAdapter(GalleryEntropyAdapter):
@@ -82,15 +113,12 @@ class SARAdapter(GalleryEntropyAdapter):
         second_entropy: ``sum`` | ``elementwise`` (None = preset).
         exclude_top_blocks: drop the LayerNorms of ``top_blocks`` and the post/final LayerNorm.
         top_blocks: the block indices excluded by ``exclude_top_blocks`` (SAR's ViT rule: 9, 10, 11).
-        **kwargs: :class:`~tta.adapters.entropy.GalleryEntropyAdapter` options.
+        **kwargs: :class:`~tta.adapters.components.entropy.GalleryEntropyAdapter` options.
     """
 
-    PRESET_TABLE = {
-        "orig": {"margin": "abs_lnC", "recovery": True, "second_entropy": "sum"},
-        "vtr_tta": {"margin": "quantile", "recovery": False, "second_entropy": "elementwise"},
-    }
-
     selected_key = "sar/s2"  # logged as the selected-sample fraction
+    state_keys = ("ema",)
+    two_pass = True  # SAM: the base loop calls second_pass after the first backward
 
     def __init__(self, margin: str | None = None, margin_scale: float = 0.4, quantile: float = 0.4,
                  rho: float = 0.05, reset_threshold: float = 0.2, ema_momentum: float = 0.9,
@@ -98,17 +126,18 @@ class SARAdapter(GalleryEntropyAdapter):
                  second_entropy: str | None = None, exclude_top_blocks: bool = False,
                  top_blocks: tuple[int, ...] = (9, 10, 11), lr: float | dict = 3e-5, **kwargs):
         super().__init__(lr=lr, **kwargs)
-        opts = resolve_preset(self.PRESET_TABLE, self.preset, margin=margin, recovery=recovery,
-                              second_entropy=second_entropy)
-        self.margin = check_choice("margin", opts["margin"], MARGINS)
-        self.recovery = bool(opts["recovery"])
-        self.second_entropy = check_choice("second_entropy", opts["second_entropy"], SECOND_ENTROPY)
-        self.empty_set = check_choice("empty_set", empty_set, EMPTY_SETS)
-        self.margin_scale, self.quantile, self.rho = float(margin_scale), float(quantile), float(rho)
-        self.reset_threshold, self.ema_momentum = float(reset_threshold), float(ema_momentum)
-        self.clear_ema_on_reset = bool(clear_ema_on_reset)
-        self.exclude_top_blocks, self.top_blocks = bool(exclude_top_blocks), tuple(int(b) for b in top_blocks)
+        o = build_options(SAROptions, dict(
+            margin=margin, margin_scale=margin_scale, quantile=quantile, rho=rho, reset_threshold=reset_threshold,
+            ema_momentum=ema_momentum, recovery=recovery, clear_ema_on_reset=clear_ema_on_reset, empty_set=empty_set,
+            second_entropy=second_entropy, exclude_top_blocks=exclude_top_blocks, top_blocks=top_blocks),
+            presets=SAR_PRESETS, preset=self.preset)
+        self.margin, self.recovery, self.second_entropy = o.margin, o.recovery, o.second_entropy
+        self.empty_set, self.margin_scale, self.quantile, self.rho = o.empty_set, o.margin_scale, o.quantile, o.rho
+        self.reset_threshold, self.ema_momentum = o.reset_threshold, o.ema_momentum
+        self.clear_ema_on_reset = o.clear_ema_on_reset
+        self.exclude_top_blocks, self.top_blocks = o.exclude_top_blocks, o.top_blocks
         self.ema: float | None = None
+        self._first: tuple[float, torch.Tensor, int] | None = None  # (E0, S1, b) of the current step's first pass
 
     # ---------------------------------------------------------------------------------------- params
     def params_to_adapt(self) -> list[nn.Parameter]:
@@ -129,66 +158,47 @@ class SARAdapter(GalleryEntropyAdapter):
         self.ema = None
 
     # ------------------------------------------------------------------------------------------ step
-    def threshold(self, entropies: torch.Tensor) -> float:
-        if self.margin == "abs_lnC":
-            return entropy_margin(self.margin_scale, self.gallery.shape[0])
-        k = max(1, int(self.quantile * entropies.numel()))
-        return float(entropies.detach().sort().values[k - 1])
+    def reliable(self, entropies: torch.Tensor, thr: float) -> torch.Tensor:
+        """(n,) indices of S1 = {E < E0} (``quantile``: {E ≤ thr})."""
+        return (entropies <= thr if self.margin == "quantile" else entropies < thr).nonzero().flatten()
 
-    def adapt_batch(self, batch: dict, record: BatchRecord) -> torch.Tensor:
-        """``steps`` two-pass SAM steps (SAM needs a second forward inside each step, so SAR runs its own loop);
-        returns the (b, G) scores of the last first-pass forward (pre-update) or a post-update forward."""
-        if not self.steps or self.optimizer is None:
-            return super().adapt_batch(batch, record)
-        sims = None
-        with torch.enable_grad():
-            for _ in range(self.steps):
-                sims = self.sar_step(batch, record)
-                self.maybe_recover()
-        if self.predict_with == "post_update":
-            with torch.no_grad():
-                sims = self.forward_queries(batch).sims
-        return sims
-
-    def sar_step(self, batch: dict, record: BatchRecord) -> torch.Tensor:
-        """One step (module docstring, items 1-5); returns the detached first-pass scores."""
-        opt: SAM = self.optimizer
-        opt.zero_grad(set_to_none=True)
-        fw = self.forward_queries(batch)
+    def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor | None:
+        """Step 1: L1 = mean_{S1} E_i over the first-pass forward (None = empty S1, no update)."""
         entropies = softmax_entropy(self.logits(fw.sims))
         b = entropies.numel()
         thr = self.threshold(entropies)
-        s1 = (entropies <= thr if self.margin == "quantile" else entropies < thr).nonzero().flatten()
+        s1 = self.reliable(entropies, thr)
+        self._first = (thr, s1, b)
         self.note("sar/s1", int(s1.numel()), of=b)
         if s1.numel() == 0 and self.empty_set == "zero":
             self.note("sar/s2", 0, of=b)
-            record.skipped_updates += 1
-            return fw.sims.detach()
-        loss1 = entropies[s1].mean()
-        loss1.backward()
-        opt.first_step(zero_grad=True)
-        fw2 = self.forward_queries(batch)
-        logits2 = self.logits(fw2.sims)[s1]
+            return None
+        return entropies[s1].mean()
+
+    def second_pass(self, batch: dict, step: int) -> torch.Tensor | None:
+        """Steps 2-4: SAM ascent, L2 = mean_{S2} E'_i at θ + ε̂, the EMA (None = empty S2, θ restored)."""
+        thr, s1, b = self._first
+        self.optimizer.first_step(zero_grad=True)
+        logits2 = self.logits(self.forward_queries(batch).sims)[s1]
         ent2 = softmax_entropy(logits2) if self.second_entropy == "sum" else elementwise_entropy(logits2)
         keep = ent2 < thr
         n2 = int(keep.any(dim=-1).sum()) if ent2.dim() == 2 else int(keep.sum())
         self.note("sar/s2", n2, of=b)
         if not keep.any() and self.empty_set == "zero":
-            opt.restore()
-            opt.zero_grad(set_to_none=True)
-            record.skipped_updates += 1
-            return fw.sims.detach()
+            return None
         loss2 = ent2[keep].mean()
         if not math.isnan(loss2.item()):
             value = float(loss2.item())
             self.ema = value if self.ema is None else self.ema_momentum * self.ema + (1 - self.ema_momentum) * value
-        loss2.backward()
-        if not torch.isfinite(loss2):
-            self.counters["nonfinite_losses"] += 1
-        opt.second_step(zero_grad=True)
-        self.counters["updates"] += 1
-        record.losses.append(float(loss2.detach()))
-        return fw.sims.detach()
+        return loss2
+
+    def abandon_update(self) -> None:
+        """A skipped step: θ back from θ + ε̂ exactly (no-op before the ascent)."""
+        if isinstance(self.optimizer, SAM):
+            self.optimizer.restore()
+
+    def after_step(self, step: int) -> None:
+        self.maybe_recover()
 
     def maybe_recover(self) -> None:
         """Step 6: reset to the initial state when the loss EMA falls below ``reset_threshold``."""
@@ -205,8 +215,5 @@ class SARAdapter(GalleryEntropyAdapter):
     def restore_initial(self) -> None:
         """The model and optimiser back to their initial state (the reset snapshot), EMA cleared; unlike
         :meth:`reset` (a shift boundary) it leaves a post-hoc refiner's bank alone."""
-        with torch.no_grad():
-            for p, saved in zip(self.params_to_adapt(), self._snapshot["params"], strict=True):
-                p.copy_(saved)
-        self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
+        self.restore_snapshot()
         self.reset_state()

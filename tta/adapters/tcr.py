@@ -1,4 +1,4 @@
-"""``adapter=tcr``: TCR (Li et al., ICLR 2025) for video-text retrieval (spec/baselines.md §7-8).
+"""``adapter=tcr``: TCR (Li et al., ICLR 2025) for video-text retrieval (defaults and deviations: docs/methods/tcr.md).
 
 Per step: candidates c_i = gallery[argmax_j S_ij] on the raw S; at step 0 of the first ``update_batches`` batches the
 ⌊ρ·b⌋ pairs with the smallest stability indicator enter a queue that keeps the ``queue_size`` smallest; the loss is
@@ -14,16 +14,48 @@ unnormalised frame means, an empty mask gives NaN, ⌊ρ·b⌋ without a floor o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward
-from tta.adapters.losses import empty_mask_choice, in_batch_entropy, modality_gap, noise_aware_entropy, uniformity
-from tta.adapters.memory import ReliableMemory
+from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward, RunningMean
+from tta.adapters.components.entropy import shared_forward_similarity
+from tta.adapters.components.losses import (
+    empty_mask_choice,
+    in_batch_entropy,
+    modality_gap,
+    noise_aware_entropy,
+    uniformity,
+)
+from tta.adapters.components.memory import ReliableMemory
+from tta.adapters.components.options import build_options
 
-PRESETS = {
+
+@dataclass
+class TCROptions:
+    """TCR's options (None = the preset's value; :class:`TCRAdapter` documents each)."""
+
+    temperature: float = 0.02
+    queue_size: int = 16
+    ratio: float = 0.3
+    update_batches: int | None = 10
+    uni_t: float = 10.0
+    w_rem: float = 1.0
+    w_uni: float = 1.0
+    w_emg: float = 1.0
+    empty_mask: str | None = None
+    legacy_shared_forward: bool | None = None
+    min_one: bool | None = None
+    eps: float = 1e-3
+
+    def __post_init__(self):
+        self.empty_mask = empty_mask_choice(self.empty_mask)
+        self.temperature, self.uni_t, self.eps = float(self.temperature), float(self.uni_t), float(self.eps)
+
+
+TCR_PRESETS = {
     "tcr": {"empty_mask": "zero", "legacy_shared_forward": False, "min_one": True},
     "vtr_tta": {"empty_mask": "nan", "legacy_shared_forward": True, "min_one": False},
 }
@@ -47,6 +79,7 @@ class TCRAdapter(OnlineAdapter):
     """
 
     selected_key = "selected_frac"  # logged as the selected-sample fraction
+    state_keys = ("queue", "queue_accuracy")
 
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
@@ -56,19 +89,15 @@ class TCRAdapter(OnlineAdapter):
                  legacy_shared_forward: bool | None = None, min_one: bool | None = None, eps: float = 1e-3):
         super().__init__(steps=steps, lr=lr, weight_decay=weight_decay, betas=betas, reset_policy=reset_policy,
                          predict_with=predict_with)
-        if preset not in PRESETS:
-            raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
-        defaults = PRESETS[preset]
-        self.preset = preset
-        self.empty_mask = empty_mask_choice(empty_mask if empty_mask is not None else defaults["empty_mask"])
-        self.legacy = legacy_shared_forward if legacy_shared_forward is not None else defaults["legacy_shared_forward"]
-        self.temperature, self.uni_t, self.eps = float(temperature), float(uni_t), float(eps)
-        self.weights = {"rem": float(w_rem), "uni": float(w_uni), "emg": float(w_emg)}
-        self.queue = ReliableMemory(queue_size, ratio, "tcr_stable",
-                                    min_one if min_one is not None else defaults["min_one"], update_batches)
-        self._batch_index: torch.Tensor | None = None
-        self._record: BatchRecord | None = None
-        self._acc_sum, self._acc_n = 0.0, 0
+        o = build_options(TCROptions, dict(
+            temperature=temperature, queue_size=queue_size, ratio=ratio, update_batches=update_batches, uni_t=uni_t,
+            w_rem=w_rem, w_uni=w_uni, w_emg=w_emg, empty_mask=empty_mask, legacy_shared_forward=legacy_shared_forward,
+            min_one=min_one, eps=eps), presets=TCR_PRESETS, preset=preset)
+        self.preset, self.empty_mask, self.legacy = preset, o.empty_mask, o.legacy_shared_forward
+        self.temperature, self.uni_t, self.eps = o.temperature, o.uni_t, o.eps
+        self.weights = {"rem": float(o.w_rem), "uni": float(o.w_uni), "emg": float(o.w_emg)}
+        self.queue = ReliableMemory(o.queue_size, o.ratio, "tcr_stable", o.min_one, o.update_batches)
+        self.queue_accuracy = RunningMean()
         self.counters.update({"rem_selected": 0, "rem_candidates": 0, "rem_empty_mask": 0})
 
     def params_to_adapt(self) -> list[nn.Parameter]:
@@ -78,28 +107,22 @@ class TCRAdapter(OnlineAdapter):
         self.queue.reset()
 
     def on_batch_start(self, batch: dict, record: BatchRecord) -> None:
-        self._batch_index, self._record = batch["index"], record
         record.extras["steps"] = []
 
     def on_batch_end(self, record: BatchRecord) -> None:
         acc = self.queue.accuracy
         if not math.isnan(acc):
             record.extras["queue_accuracy"] = acc
-            self._acc_sum, self._acc_n = self._acc_sum + acc, self._acc_n + 1
-            self.counters["queue_accuracy_mean"] = self._acc_sum / self._acc_n
+            self.counters["queue_accuracy_mean"] = self.queue_accuracy.add(acc)
         if self.counters["rem_candidates"]:
             self.counters["rem_selected_frac"] = self.counters["rem_selected"] / self.counters["rem_candidates"]
         self.counters["queue_size"] = len(self.queue)
 
     # ------------------------------------------------------------------------------------------ features
     def forward_queries(self, batch: dict) -> QueryForward:
-        if not (self.legacy and self.model.head_name == "meanp"):
-            return super().forward_queries(batch)
+        """The model's similarity; the vtr_tta port mean-pools raw CLIP4Clip frames, then normalises."""
         feats = self.encode_queries(batch)
-        if self.task == "v2t":  # the port mean-pools raw frames, then normalises
-            sims = F.normalize(feats.mean(dim=1), dim=-1) @ F.normalize(self.gallery, dim=-1).t()
-        else:
-            sims = F.normalize(feats, dim=-1) @ F.normalize(self.gallery.mean(dim=1), dim=-1).t()
+        sims = shared_forward_similarity(self.model, feats, self.gallery, self.legacy, query_major=True)
         return QueryForward(feats=feats, sims=sims)
 
     def pairs(self, feats: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,8 +140,7 @@ class TCRAdapter(OnlineAdapter):
         q, c = self.pairs(fw.feats, idx)
         entropy = in_batch_entropy(q, c, self.temperature)
         if step == 0:
-            correct = self.is_relevant(idx, self._batch_index) if self._batch_index is not None else None
-            self.queue.update(q.detach(), c.detach(), entropy.detach(), correct)
+            self.queue.update(q.detach(), c.detach(), entropy.detach(), self.is_relevant(idx, self.batch_index))
         if self.queue.empty:
             raise RuntimeError("the TCR queue is empty: floor(0.3*b) = 0 on the first batch (the reference code "
                                "fails here; set min_one=true)")
@@ -130,8 +152,8 @@ class TCRAdapter(OnlineAdapter):
             return None
         margin = modality_gap(self.queue.query, self.queue.target)
         terms = {"rem": rem.loss, "uni": uniformity(q, self.uni_t), "emg": (modality_gap(q, c) - margin) ** 2}
-        if self._record is not None:
-            self._record.extras["steps"].append({"step": step, "selected_frac": rem.selected / max(1, rem.candidates),
+        if self.record is not None:
+            self.record.extras["steps"].append({"step": step, "selected_frac": rem.selected / max(1, rem.candidates),
                                                  **{f"L_{k}": float(v.detach()) for k, v in terms.items()}})
         total = sum(self.weights[k] * v for k, v in terms.items() if self.weights[k])
         return total if isinstance(total, torch.Tensor) and total.requires_grad else None

@@ -1,6 +1,6 @@
-"""Loss terms of HAT-VTR (Zhang et al., 2026, Eq. 7-12; spec/hatvtr.md §7) and TCR (Li et al., 2025; spec/baselines.md §7).
+"""Loss terms of HAT-VTR (Zhang et al., 2026, Eq. 7-12) and TCR (Li et al., ICLR 2025).
 
-Conventions (spec §7.4): every feature is L2-normalised per frame / per caption first; frame means are **not**
+Conventions (docs/methods/hatvtr.md): every feature is L2-normalised per frame / per caption first; frame means are **not**
 renormalised unless the function says so. Shapes: b queries, T frames, D width.
 
 * :func:`noise_aware_entropy` — L_NA (Eq. 11, code form) = TCR's L_REM;
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from tta.adapters.components.entropy import softmax_entropy
+
 EMPTY_MASK = ("zero", "skip", "nan")
 
 
@@ -29,19 +31,14 @@ def empty_mask_choice(value) -> str:
     return value
 
 
-def softmax_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """(N,) entropy −Σ_j p_j ln p_j of softmax over the last dim of ``logits`` (N, C)."""
-    return -(logits.softmax(dim=-1) * logits.log_softmax(dim=-1)).sum(dim=-1)
-
-
 def in_batch_entropy(query: torch.Tensor, target: torch.Tensor, temperature: float) -> torch.Tensor:
-    """(b,) H_i of softmax_j(<q_i, g_j>/τ) over the b in-batch targets (spec §7.1, code form of Eq. 3).
+    """(b,) H_i of softmax_j(<q_i, g_j>/τ) over the b in-batch targets (the code form of HAT-VTR Eq. 3).
 
     Args:
         query: (b, D) query features.
         target: (b, D) the selected target of each query (column i is query i's own target).
     """
-    return softmax_entropy(query @ target.t() / temperature)
+    return softmax_entropy(query @ target.t() / temperature, via_log_softmax=False)
 
 
 @dataclass
@@ -66,7 +63,7 @@ def noise_aware_entropy(entropy: torch.Tensor, e_m: torch.Tensor | float, eps: f
         entropy: (b,) H_i (carries the gradient).
         e_m: the threshold E_m (max entropy of the memory).
         eps: the code's 1e-3 in the weight's denominator.
-        empty_mask: what an empty A gives (spec §8 item 1): ``zero`` (0, the other terms still step), ``skip``
+        empty_mask: what an empty A gives (docs/methods/hatvtr.md): ``zero`` (0, the other terms still step), ``skip``
             (no update this step) or ``nan`` (the reference code's NaN mean).
         sample_weight: (b,) extra detached per-query weights (the ``hub_weighting`` hook), or None.
     """

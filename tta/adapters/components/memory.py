@@ -1,9 +1,9 @@
 """Memories of reliable query-target pairs: HAT-VTR's Reliable Memory and TCR's queue of stable pairs.
 
-* HAT-VTR (Zhang et al., 2026, Sec. 4.3; spec/hatvtr.md §6): at step 0 of every batch, the ⌊ρ·b⌋ queries farthest
+* HAT-VTR (Zhang et al., 2026, Sec. 4.3): at step 0 of every batch, the ⌊ρ·b⌋ queries farthest
   from the batch centre (δ_i = ‖q_i − c‖₂, "diversity") are appended with their HSM-selected target; when the
   memory reaches its size it is sorted by δ, largest first, and truncated.
-* TCR (Li et al., 2025; spec/baselines.md §7): the ⌊ρ·b⌋ pairs with the smallest stability indicator
+* TCR (Li et al., ICLR 2025): the ⌊ρ·b⌋ pairs with the smallest stability indicator
   SI_i = 2‖q_i − c_i‖ − ‖q_i − q̄‖ − ‖c_i − c̄‖ are appended during the first batches only, and the memory keeps
   the smallest SI overall.
 
@@ -22,7 +22,7 @@ SELECTIONS = ("diversity", "tcr_stable")
 
 @dataclass
 class RMConfig:
-    """Reliable Memory options (spec/hatvtr.md §6, §8 items 2, 8, 9, 10).
+    """Reliable Memory options (HAT-VTR Sec. 4.3, App. C.1; defaults vs the code: docs/methods/hatvtr.md).
 
     Attributes:
         size: K_RM, entries kept (code ``max_queue_size``; paper 16).
@@ -31,7 +31,7 @@ class RMConfig:
         ratio: ρ, share of each batch appended (code ``con_ratio``).
         selection: ``diversity`` (HAT-VTR code) or ``tcr_stable`` (TCR's indicator).
         renormalize_video_mean: store n(frame mean) instead of the raw frame mean.
-        min_one: append max(1, ⌊ρ·b⌋) (fixes spec §8 item 2); false = the code's ⌊ρ·b⌋.
+        min_one: append max(1, ⌊ρ·b⌋) (fixes an empty memory for b ≤ 3); false = the code's ⌊ρ·b⌋.
     """
 
     size: int = 16
@@ -135,7 +135,7 @@ class ReliableMemory:
     def max_entropy(self) -> torch.Tensor:
         """E_m = max_k H_k (Eq. 11 threshold)."""
         if self.empty:
-            raise RuntimeError("the reliable memory is empty: no entropy threshold E_m (spec/hatvtr.md §8 item 2)")
+            raise RuntimeError("the reliable memory is empty: no entropy threshold E_m (docs/methods/hatvtr.md)")
         return self.entropy.max()
 
     @property

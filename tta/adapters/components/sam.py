@@ -1,10 +1,11 @@
 """Sharpness-aware minimisation around any base optimiser (Foret et al., ICLR 2021), as SAR uses it
-(Niu et al., ICLR 2023, Eq. 4-5; spec/baselines.md §5 steps 2 and 5).
+(Niu et al., ICLR 2023, Eq. 4-5; docs/methods/sar.md).
 
 One update is two passes::
 
     loss(θ).backward();            sam.first_step()    # ε̂ = ρ g / ‖g‖₂ (global norm), θ <- θ + ε̂
     loss(θ + ε̂).backward();        sam.second_step()   # θ <- θ (exact copy), base step with ∇L(θ + ε̂)
+                                   # (= sam.step() without a closure, as OnlineAdapter.update calls it)
 
 ``adaptive=True`` scales the ascent per element by |θ| (ASAM); SAR uses the non-adaptive form.
 :meth:`state_dict` / :meth:`load_state_dict` are the *base* optimiser's (e.g. AdamW moments, standard format), so an
@@ -86,10 +87,15 @@ class SAM(torch.optim.Optimizer):
         if zero_grad:
             self.zero_grad(set_to_none=True)
 
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
-        """The closure form: gradients at θ must be present; ``closure`` re-evaluates and back-propagates the loss."""
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        """Without a closure: :meth:`second_step` (after :meth:`first_step` and the backward at θ + ε̂, as the
+        adapters' update loop calls it). The closure form: gradients at θ must be present; ``closure``
+        re-evaluates and back-propagates the loss."""
         if closure is None:
-            raise RuntimeError("SAM.step needs a closure that recomputes the loss and calls backward()")
+            if not self.perturbed:
+                raise RuntimeError("SAM.step without a closure needs first_step and a second backward before it")
+            self.second_step(zero_grad=True)
+            return None
         self.first_step(zero_grad=True)
         with torch.enable_grad():
             loss = closure()

@@ -1,10 +1,11 @@
 """Gradient-free post-hoc score refinement: QB-Norm (inverted softmax over a query bank) and dual softmax (DSL).
 
 Both reduce hubness by normalising each gallery item's scores against how strongly *other* queries retrieve it
-(HAT-VTR Sec. 4.2 cites both; its HSM column term is DSL's prior, spec/hatvtr.md §5). Usable
+(HAT-VTR Sec. 4.2 cites both; its HSM column term is DSL's prior). Usable
 
-* alone: ``adapter=qbnorm`` / ``adapter=dsl`` (:class:`PostHocAdapter`: the frozen source model + the refiner);
-* after any adapter: ``posthoc=qbnorm`` / ``posthoc=dsl`` (``conf/posthoc/``; the runner sets
+* alone: ``adapter=qbnorm`` / ``adapter=dsl`` (:mod:`tta.adapters.qbnorm`, :mod:`tta.adapters.dsl`: a
+  :class:`PostHocAdapter`, the frozen source model + the refiner);
+* after any adapter: ``posthoc=qbnorm`` / ``posthoc=dsl`` (``tta/conf/posthoc/``; :func:`tta.adapters.build_adapter` sets
   :attr:`OnlineAdapter.posthoc`, applied to the rows the adapter returns after its own ``refine_scores``).
 
 Online, the query bank is the stream (``bank: stream``): the raw rows the refiner has received so far, kept in
@@ -34,15 +35,19 @@ from __future__ import annotations
 import torch
 
 from tta.adapters.base import OnlineAdapter
-from tta.adapters.entropy import check_choice
+from tta.adapters.components.options import check_choice
 from tta.data.source_split import ALL_PAIRS
 
 
 class ScoreRefiner:
-    """A stateful, gradient-free refiner of (b, G) score rows: ``__call__`` per batch in stream order."""
+    """A stateful, gradient-free refiner of (b, G) score rows: ``__call__`` per batch in stream order.
+
+    ``state_keys`` names the attributes that are its resumable stream state (saved with the adapter's).
+    """
 
     name = "none"
     source_split_size = 0
+    state_keys: tuple[str, ...] = ()
 
     def __call__(self, sims: torch.Tensor) -> torch.Tensor:
         return sims
@@ -101,6 +106,7 @@ class QBNorm(ScoreRefiner):
     """
 
     name = "qbnorm"
+    state_keys = ("bank", "normalised", "seen")
 
     def __init__(self, beta: float = 20.0, dynamic: bool = True, k: int = 1, bank: str = "stream",
                  bank_size: int | None = None, include_current: bool = False):
@@ -164,6 +170,7 @@ class DualSoftmax(ScoreRefiner):
     """
 
     name = "dsl"
+    state_keys = ("bank",)
 
     def __init__(self, inv_temp: float = 100.0, bank: str = "stream", bank_size: int | None = None,
                  include_current: bool = True):
@@ -197,12 +204,14 @@ class DualSoftmax(ScoreRefiner):
 
 
 class PostHocAdapter(OnlineAdapter):
-    """The frozen source model followed by a gradient-free refiner (``adapter=qbnorm`` / ``adapter=dsl``).
+    """The frozen source model followed by a gradient-free refiner (base of ``adapter=qbnorm`` / ``adapter=dsl``).
 
     Args:
-        refiner: a :class:`ScoreRefiner` (Hydra instantiates it from ``conf/posthoc/<name>.yaml``).
+        refiner: a :class:`ScoreRefiner` (Hydra instantiates it from ``tta/conf/posthoc/<name>.yaml``).
         reset_policy, predict_with: see :class:`OnlineAdapter`.
     """
+
+    state_parts = ("refiner",)  # the refiner's declared state is resumable
 
     def __init__(self, refiner: ScoreRefiner, reset_policy: str = "per_shift", predict_with: str = "last_forward"):
         super().__init__(steps=0, reset_policy=reset_policy, predict_with=predict_with)
