@@ -300,7 +300,7 @@ def _styled(name: str, rewrite, doc: str) -> None:
 def _no_model(real: str, model_path) -> None:
     if model_path:
         raise ValueError(f"shift.options.model_path is set but the shift is the rule-based approximation "
-                         f"'{real}_approx'; to run the model set shift.name={real}")
+                         f"'{real}_approx'; to run the model use shift={real} (set shift.name={real})")
 
 
 _styled("formal_approx", lambda t: formal_rewrite(t), "APPROXIMATION of Styleformer casual→formal (rules).")
