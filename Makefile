@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -c "import torch, torchvision" 2>/dev/null || $(VENV)/bin/python -m pip install -q $(TORCH_SPEC)
-	$(VENV)/bin/python -m pip install -q -e ".[dev,text,report,slurm]"
+	$(VENV)/bin/python -m pip install -q -e ".[dev,text,video,report,slurm]"
 	touch $@
 
 # WordNet 3.0 for the text shifts (Debian wordnet-base + wordnet-sense-index, read by nltk; tta/shifts/text/wordnet.py).
@@ -32,7 +32,23 @@ wordnet:
 		echo "  sudo apt-get install -y wordnet-base wordnet-sense-index   (or set WNSEARCHDIR to a WordNet 3.0 dict dir)"; \
 	fi
 
-setup: $(VENV)/.installed wordnet
+# ImageMagick's MagickWand library for the snow curtain's motion blur (Debian libmagickwand-6.q16-6, loaded by PyPI
+# Wand, the `video` extra; tta/shifts/video/weather.py). Installed only when missing, as root, non-interactively;
+# otherwise prints the command and carries on (shift=snow then stops with one line; shift=snow_approx needs nothing).
+MAGICKWAND_PKG ?= libmagickwand-6.q16-6
+imagemagick:
+	@if ldconfig -p 2>/dev/null | grep -q 'libMagickWand'; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing ImageMagick's MagickWand (Debian $(MAGICKWAND_PKG))"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(MAGICKWAND_PKG) \
+		|| echo "WARNING: apt-get could not install $(MAGICKWAND_PKG); shift=snow will fail (shift=snow_approx works)"; \
+	else \
+		echo "WARNING: ImageMagick's MagickWand library is missing; shift=snow (ImageMagick motion blur) needs it:"; \
+		echo "  sudo apt-get install -y $(MAGICKWAND_PKG)   (or libmagickwand-dev; shift=snow_approx runs without it)"; \
+	fi
+
+setup: $(VENV)/.installed wordnet imagemagick
 
 run: setup
 	$(VENV)/bin/python -m tta.run $(ARGS)
@@ -40,4 +56,4 @@ run: setup
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-.PHONY: setup run test wordnet
+.PHONY: setup run test wordnet imagemagick

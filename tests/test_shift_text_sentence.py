@@ -100,24 +100,25 @@ def test_registry_and_hydra_choices():
         assert approx in names and not requires_model(approx)
     for real in APPROXIMATION:
         assert requires_model(real)
-    for choice, severity in HATVTR_TEXT_SHIFTS.items():
+    for hatvtr, severity in HATVTR_TEXT_SHIFTS.items():
+        assert compose("run", [f"shift={hatvtr}", "task=t2v"]).shift.name == hatvtr  # the choice is the name
+        choice = APPROXIMATION.get(hatvtr, hatvtr)  # the model-based ones run here as their *_approx choice
         cfg = compose("run", [f"shift={choice}", "task=t2v"])
         name = cfg.shift.name
-        assert name == APPROXIMATION.get(choice, choice) and cfg.shift.severity == severity
+        assert name == choice and cfg.shift.severity == severity
         assert get_shift(name).kind == "text" and severity in get_shift(name).severities
         opts = dict(cfg.shift.options or {})
         if "filter_enabled" in opts:
             opts["filter_enabled"] = False
         out = perturb_text("a man is driving a car", name, severity, 0, **opts)
         assert isinstance(out, str) and out
-    others = set(names) - set(APPROXIMATION) - set(APPROXIMATION.values()) - set(HATVTR_TEXT_SHIFTS)
-    for choice in others:  # every other registered text shift has its Hydra choice
+    for choice in set(names) - set(HATVTR_TEXT_SHIFTS):  # every other registered text shift has its Hydra choice
         cfg = compose("run", [f"shift={choice}"])
         assert cfg.shift.name == choice and cfg.shift.severity in get_shift(choice).severities
 
 
 def test_real_model_hook_needs_a_path_and_runs_a_local_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match="needs shift.options.model_path.*formal_approx"):
+    with pytest.raises(ValueError, match="needs shift.options.model_path.*shift=formal_approx"):
         perturb_text("a man is driving a car", "formal", 1, 0)
     with pytest.raises(ValueError, match="set shift.name=passive"):
         perturb_text("a man is driving a car", "passive_approx", 1, 0, model_path=str(tmp_path))

@@ -172,7 +172,7 @@ def test_event_insertion_replaces_exactly_k_frames(severity, position, donor_poo
     else:
         head = math.ceil((12 - k) / 2)
         assert torch.equal(out[:head], clip[:head]) and bool(red[head:head + k].all())
-        assert torch.equal(out[head + k:], clip[head:head + (12 - k) // 2])
+        assert torch.equal(out[head + k:], clip[12 - (12 - k) // 2:])  # the LAST floor((F-k)/2) frames
 
 
 def test_event_insertion_needs_a_pool_and_never_picks_itself(donor_pool):  # noqa: F811

@@ -4,7 +4,8 @@
   exact boxes), needed by main-object occlusion;
 * ``donor_pool``: the event-insertion :class:`~tta.shifts.video.donors.DonorPool` (§4.11), train-split videos
   embedded by the run's backbone **before** any adaptation, its embeddings cached under
-  ``<cache>/donor_pool/``.
+  ``<cache>/donor_pool/``; ``donor_query_source`` counts how the queries were formed (generated caption, ground-
+  truth caption, video embedding), read by :func:`tta.shifts.registry.implementation_record`.
 
 Only the resources that the stream's shifts need are built (for a mixed stream, those of every shift its plan
 uses).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -84,16 +86,41 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
     digest = model_digest(model)
     emb = pool_embeddings([p.video_path for p in chosen], encode,
                           cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt")
-    if query == "caption_text":
-        texts = [((main_objects.get(p.video_id.replace("/", "_")) or {}).get("video_caption") or p.caption)
-                 for p in test_pairs]
-        q = encode_texts(model, texts)
-    else:
-        q = encode([p.video_path for p in test_pairs])
+    fallback = options.get("caption_fallback", "video")
+    if fallback not in ("video", "ground_truth"):
+        raise ValueError(f"event_insertion caption_fallback must be video or ground_truth, got {fallback!r}")
+    sources = query_sources(test_pairs, main_objects, query, fallback)
+    q: dict[str, torch.Tensor] = {}
+    texts = [(p, generated_caption(main_objects, p.video_id) or p.caption) for p in test_pairs
+             if sources[p.video_id] != "video_embedding"]
+    if texts:
+        q.update(zip([p.video_id for p, _ in texts], encode_texts(model, [t for _, t in texts]), strict=True))
+    clips = [p for p in test_pairs if sources[p.video_id] == "video_embedding"]
+    if clips:
+        q.update(zip([p.video_id for p in clips], encode([p.video_path for p in clips]), strict=True))
     model.train(was_training)
-    log.info("donor pool: %d train videos, %s queries for %d test videos", len(chosen), query, len(test_pairs))
-    return DonorPool([p.video_path for p in chosen], [p.video_id for p in chosen], emb,
-                     {query: {p.video_id: q[i] for i, p in enumerate(test_pairs)}})
+    counts = dict(Counter(sources.values()))
+    log.info("donor pool: %d train videos, %s queries for %d test videos (%s)", len(chosen), query, len(test_pairs),
+             counts)
+    if counts.get("ground_truth_caption"):
+        log.warning("event_insertion: %d donor queries are ground-truth captions (optimistic: the evaluation "
+                    "caption picks the donor)", counts["ground_truth_caption"])
+    return DonorPool([p.video_path for p in chosen], [p.video_id for p in chosen], emb, {query: q},
+                     query_sources=sources)
+
+
+def generated_caption(main_objects: dict, video_id: str) -> str | None:
+    """The generated caption (``video_caption`` of the main-objects JSON, §5.1) of a video, or None."""
+    return (main_objects.get(video_id.replace("/", "_")) or {}).get("video_caption") or None
+
+
+def query_sources(test_pairs: Sequence, main_objects: dict, query: str, fallback: str = "video") -> dict[str, str]:
+    """{test video id: generated_caption | ground_truth_caption | video_embedding}: how its donor query is formed."""
+    if query == "video":
+        return {p.video_id: "video_embedding" for p in test_pairs}
+    miss = "video_embedding" if fallback == "video" else "ground_truth_caption"
+    return {p.video_id: "generated_caption" if generated_caption(main_objects, p.video_id) else miss
+            for p in test_pairs}
 
 
 def build_resources(shift, model, data_cfg, test_pairs: Sequence, frames, cache: Path) -> dict:
@@ -112,4 +139,5 @@ def build_resources(shift, model, data_cfg, test_pairs: Sequence, frames, cache:
         resources["donor_pool"] = build_donor_pool(model, data_cfg, test_pairs, frames, cache, shift.seed, opts,
                                                    resources["main_objects"])
         resources["donor_query"] = opts.get("query", "caption_text")
+        resources["donor_query_source"] = dict(Counter(resources["donor_pool"].query_sources.values()))
     return resources

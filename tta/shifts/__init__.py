@@ -7,6 +7,16 @@ Public interface::
 
 ``seed`` is the item's own seed; :func:`item_seed` derives it from (base seed, item id, shift, severity) as
 spec/mlvp.md §3 prescribes, so any single video or caption regenerates bit for bit, whatever the order of a run.
+
+What a run actually executed (faithful or approximate, resolved options, donor query source, the share of
+captions a text shift changed) is :func:`tta.shifts.registry.implementation_record`; the results writer stores it
+under ``shift_implementation``.
+
+Video options read here, for every video shift: ``apply_at`` — ``native`` (default, MLVP's code: the shift acts on
+the native-resolution frames before the CLIP resize) or ``canonical`` (the frames are first resized (short side,
+bicubic, antialiased) and centre-cropped to ``canonical_size`` = 224 and rounded to uint8, then shifted; the CLIP
+transform that follows is then the identity up to normalisation; spec: ``mlvp.apply_at``, not equivalent because
+ImageNet-C's pixel constants act on a different scale). Main-object boxes are mapped to the canonical frame.
 """
 
 from __future__ import annotations
@@ -22,12 +32,19 @@ from tta.shifts.registry import check_severity, get_shift, text_names, video_nam
 from tta.shifts.video.mixed import is_mixed
 from tta.utils.seeding import derive_seed
 
-__all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind"]
+__all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind",
+           "implementation_record", "APPLY_AT"]
+
+#: shifts that draw their randomness under another shift's name: ``snow_approx`` draws the same curtain and angle as
+#: ``snow`` (only the blur differs), so the two are comparable item by item, and ``snow_approx`` reproduces the
+#: runs that were labelled ``snow`` while they blurred with taps.
+SEED_ALIASES = {"snow_approx": "snow"}
+APPLY_AT = ("native", "canonical")
 
 
 def item_seed(base_seed: int, item_id: str, shift: str, severity: int) -> int:
     """Seed of one item under one shift: SHA-256 of ``"{base_seed}/{item_id}/{shift}/{severity}"``."""
-    return derive_seed(base_seed, item_id, shift, severity)
+    return derive_seed(base_seed, item_id, SEED_ALIASES.get(shift, shift), severity)
 
 
 def video_shift_names() -> list[str]:
@@ -65,10 +82,50 @@ def perturb_video(frames: torch.Tensor, name: str, severity: int, seed: int, **o
         raise ValueError(f"{name!r} is a {info.kind} shift; use perturb_text")
     if frames.dtype != torch.uint8 or frames.dim() != 4 or frames.shape[-1] != 3:
         raise ValueError(f"perturb_video expects uint8 (T, H, W, 3) frames, got {frames.dtype} {tuple(frames.shape)}")
+    apply_at = options.pop("apply_at", "native")
+    size = int(options.pop("canonical_size", 224))
+    if apply_at not in APPLY_AT:
+        raise ValueError(f"shift.options.apply_at must be native or canonical, got {apply_at!r}")
+    if apply_at == "canonical":
+        frames, options = _canonical(frames, options, size)
     if "context" in options and "context" not in inspect.signature(info.fn).parameters:
         options.pop("context")
     gen = torch.Generator().manual_seed(int(seed))
     return info.fn(frames, check_severity(info, severity), gen, **options)
+
+
+def _canonical(frames: torch.Tensor, options: dict, size: int) -> tuple[torch.Tensor, dict]:
+    """Frames resized and centre-cropped as the CLIP test transform does, as uint8; boxes mapped alike."""
+    import dataclasses
+
+    from tta.data.transforms import center_crop, resize_short_side
+
+    _, h, w, _ = frames.shape
+    x = resize_short_side(frames.permute(0, 3, 1, 2).float() / 255.0, size)
+    rh, rw = x.shape[-2:]
+    x = center_crop(x, size)
+    out = (255.0 * x.clamp(0, 1)).round().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+    ctx = options.get("context")
+    if ctx is not None and getattr(ctx, "main_objects", None):
+        top, left = int(round((rh - size) / 2.0)), int(round((rw - size) / 2.0))
+        sy, sx = rh / h, rw / w
+
+        def move(e: dict) -> dict:
+            x1, y1, x2, y2 = e["box"]
+            return {**e, "box": [x1 * sx - left, y1 * sy - top, x2 * sx - left, y2 * sy - top]}
+
+        entry = dict(ctx.main_objects)
+        ranked = entry.get("ranked_objects_per_frame") or {}
+        entry["ranked_objects_per_frame"] = {k: [move(e) for e in v] for k, v in ranked.items()}
+        options = {**options, "context": dataclasses.replace(ctx, main_objects=entry)}
+    return out, options
+
+
+def implementation_record(spec, captions=None) -> dict:
+    """What a shift run actually executes; see :func:`tta.shifts.registry.implementation_record`."""
+    from tta.shifts.registry import implementation_record as record
+
+    return record(spec, captions)
 
 
 def perturb_text(text: str, name: str, severity: int, seed: int, **options) -> str:

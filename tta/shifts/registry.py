@@ -11,7 +11,7 @@ themselves with :func:`register_video_shift` / :func:`register_text_shift` when 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -71,3 +71,168 @@ def video_names() -> list[str]:
 
 def text_names() -> list[str]:
     return list(_TEXT)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What a run actually executes (results.json "shift_implementation")
+
+#: approximate shift -> (the faithful shift it stands in for, what differs)
+APPROXIMATIONS: dict[str, tuple[str, str]] = {
+    "style_transfer_approx": ("style_transfer", "per-channel Lab mean/std transfer of a style image blended by alpha "
+                              "(spec/mlvp.md 5.3), not AdaIN: it moves colour statistics only, no texture"),
+    "snow_approx": ("snow", "the snow curtain is motion-blurred by the tap-sum approximation of imagecorruptions "
+                    "instead of ImageMagick's MotionBlur (same curtain and angle as snow; <= 1 grey level apart)"),
+    "back_translation_approx": ("back_translation", "rule-based paraphrase (progressive -> simple present, a fixed "
+                                "lexicon, sentence case), not en->de->en machine translation"),
+    "formal_approx": ("formal", "rule-based casual->formal rewrite (contractions, lexicon, 'There is ...'), not "
+                      "Styleformer"),
+    "casual_approx": ("casual", "rule-based formal->casual rewrite (lower case, lexicon, contractions), not "
+                      "Styleformer"),
+    "passive_approx": ("passive", "rule-based active->passive voice change of 'NP V NP' clauses, not Styleformer"),
+    "active_approx": ("active", "rule-based passive->active voice change of 'NP be V-pp by NP' clauses, not "
+                      "Styleformer"),
+}
+#: faithful names whose implementation still departs from the reference in a documented way
+DEVIATIONS: dict[str, str] = {
+    "formal": "Styleformer re-ranks its candidates by an adequacy model; that re-ranking is not reproduced (the "
+              "semantic filter picks the first candidate with cosine >= threshold)",
+    "casual": "Styleformer re-ranks its candidates by an adequacy model; that re-ranking is not reproduced (the "
+              "semantic filter picks the first candidate with cosine >= threshold)",
+}
+_NOT_OPTIONS = {"frames", "text", "severity", "generator", "rng", "context", "options"}
+
+
+def _spec_fields(spec) -> tuple[str, int, int, dict, dict]:
+    """(name, severity, seed, options, resources) of a ShiftSpec, a mapping or a Hydra shift config."""
+    get = spec.get if isinstance(spec, Mapping) else (lambda k, d=None: getattr(spec, k, d))
+    options = get("options", None) or {}
+    if hasattr(options, "items"):
+        try:
+            from omegaconf import OmegaConf
+
+            options = OmegaConf.to_container(options, resolve=True) if OmegaConf.is_config(options) else options
+        except ImportError:  # pragma: no cover
+            pass
+    options = dict(options.items() if hasattr(options, "items") else options)
+    seed = get("seed", None)
+    return (str(get("name", "clean")), int(get("severity", 0) or 0), 42 if seed is None else int(seed), options,
+            dict(get("resources", None) or {}))
+
+
+def _defaults(fn: Callable) -> dict:
+    import inspect
+
+    fn = getattr(fn, "__wrapped_detailed__", fn)
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items()
+            if k not in _NOT_OPTIONS and p.default is not inspect.Parameter.empty
+            and p.kind is not inspect.Parameter.VAR_KEYWORD}
+
+
+def implementation_record(spec, captions=None) -> dict:
+    """What the shift of a run actually executes, for results.json under ``"shift_implementation"``.
+
+    Args:
+        spec: the run's shift — a :class:`tta.data.stream.ShiftSpec` (name, severity, seed, options, resources),
+            or a mapping / Hydra ``cfg.shift`` with ``name``, ``severity``, ``options``.
+        captions: for a text shift, the query captions as ``[(caption, caption_id), ...]`` (``caption_id`` as the
+            stream seeds it: ``pair.caption_id or pair.video_id``); the record then carries ``changed_share``, the
+            share of captions the shift actually changed (recomputed with the run's item seeds: identical
+            outputs; cached in-process, so free when the stream ran in this process),
+            ``changed_share_beyond_case`` (ignoring case and final punctuation) and ``filter_failed_share``.
+
+    Returns:
+        ``{"name", "kind", "level", "faithful", "approximates", "note", "deviation", "options", ...}``: ``name`` is
+        the registered shift that ran; ``faithful`` is False for every approximation (``*_approx``);
+        ``approximates`` names the faithful shift it stands in for; ``options`` are the resolved options
+        (defaults filled in, e.g. ``snow``'s ``blur_impl`` and ``imagemagick_version``, ``apply_at``).
+        ``event_insertion`` adds ``donor_query_source`` ({generated_caption, ground_truth_caption,
+        video_embedding: count}) when the run's donor pool is in ``spec.resources``, and
+        ``donor_query_optimistic`` (True when any query used a ground-truth caption). Mixed streams list their
+        component shifts under ``components``; ``faithful`` is then True only if every component is.
+
+    Raises:
+        The shift's own one-line error when a faithful implementation cannot run here (``style_transfer`` without
+        ``weights_dir``, ``snow`` without ImageMagick, a model-based text shift without ``model_path``), so a
+        runner that calls this before the stream fails early.
+    """
+    name, severity, seed, options, resources = _spec_fields(spec)
+    if name == "clean":
+        return {"name": "clean", "kind": "clean", "faithful": True, "approximates": None, "note": None,
+                "deviation": None, "options": {}}
+    from tta.shifts.video.mixed import MLVP_TYPES, is_mixed
+
+    if is_mixed(name):
+        if name == "mixed_severity":
+            parts = {str(options.get("base")): dict(options.get("shift_options") or {})}
+        else:
+            per = dict(options.get("shift_options") or {})
+            parts = {str(t): dict(per.get(t) or {}) for t in (options.get("types") or MLVP_TYPES)}
+        comps = {t: implementation_record({"name": t, "severity": 1, "seed": seed, "options": o,
+                                           "resources": resources}) for t, o in parts.items()}
+        return {"name": name, "kind": "video", "faithful": all(c["faithful"] for c in comps.values()),
+                "approximates": None, "note": None, "deviation": None,
+                "options": {k: v for k, v in options.items() if k != "shift_options"}, "components": comps}
+    info = get_shift(name)
+    approx = APPROXIMATIONS.get(name)
+    resolved = {**_defaults(info.fn), **options}
+    out = {"name": name, "kind": info.kind, "level": info.level, "faithful": approx is None,
+           "approximates": approx[0] if approx else None, "note": approx[1] if approx else None,
+           "deviation": DEVIATIONS.get(name), "options": resolved}
+    if info.kind == "video":
+        _video_details(name, resolved, resources, out)
+    else:
+        _text_details(name, severity, seed, options, captions, out)
+    return out
+
+
+def _video_details(name: str, resolved: dict, resources: dict, out: dict) -> None:
+    resolved.setdefault("apply_at", "native")
+    if name == "snow":
+        from tta.shifts.video.weather import IMAGEMAGICK_MISSING, wand_available
+
+        if resolved.get("blur_impl", "imagemagick") != "imagemagick":
+            raise ValueError("shift 'snow' always blurs with ImageMagick; the tap-sum approximation is its own "
+                             "shift: shift=snow_approx")
+        if not wand_available():
+            raise ImportError(IMAGEMAGICK_MISSING)
+        from wand.version import MAGICK_VERSION
+
+        resolved["imagemagick_version"] = MAGICK_VERSION
+    elif name == "style_transfer":
+        from tta.shifts.video.style import ADAIN_MISSING
+
+        if not resolved.get("weights_dir"):
+            raise ValueError(ADAIN_MISSING)
+    elif name == "style_transfer_approx":
+        resolved["style_source"] = resolved.get("style_dir") or "procedural"
+    elif name == "event_insertion":
+        counts = resources.get("donor_query_source")
+        out["donor_query_source"] = dict(counts) if counts is not None else None
+        out["donor_query_optimistic"] = bool(counts and counts.get("ground_truth_caption"))
+
+
+def _text_details(name: str, severity: int, seed: int, options: dict, captions, out: dict) -> None:
+    from tta.shifts.text.core import perturb_text_detailed, requires_model
+
+    if requires_model(name) and not options.get("model_path"):
+        raise ValueError(f"the shift {name!r} runs a real model and needs shift.options.model_path (a local "
+                         f"transformers checkpoint); without one run shift={name}_approx")
+    out["changed_share"] = None
+    if captions is None:
+        return
+    from tta.shifts import item_seed
+
+    captions = list(captions)
+    outcomes = [perturb_text_detailed(c, name, severity, item_seed(seed, cid, name, severity), **options)
+                for c, cid in captions]
+    out["num_captions"] = len(outcomes)
+    out["changed_share"] = sum(o.changed for o in outcomes) / len(outcomes) if outcomes else None
+
+    def norm(t: str) -> str:
+        return " ".join(t.lower().rstrip(" .!?").split())
+
+    out["changed_share_beyond_case"] = (sum(norm(o.text) != norm(c) for o, (c, _) in zip(outcomes, captions,
+                                                                                      strict=True)) / len(outcomes)
+                                        if outcomes else None)
+    filtered = [o for o in outcomes if o.cosine is not None]
+    out["filter_failed_share"] = (sum(not o.passed for o in filtered) / len(filtered)) if filtered else None

@@ -25,6 +25,8 @@ SENTENCE_SEVERITIES = (1,)
 
 _DETAILED: dict[str, Callable[..., TextOutcome]] = {}
 _NEEDS_MODEL: set[str] = set()
+_MEMO: dict[tuple, tuple[TextOutcome, tuple]] = {}
+MEMO_SIZE = 200_000
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,27 @@ def text_shift(name: str, severities=CHAR_SEVERITIES, level: str = "character", 
     """
 
     def wrap(fn: Callable[..., TextOutcome]):
-        _DETAILED[name] = fn
+        def detailed(text: str, severity: int, rng: random.Random, **options) -> TextOutcome:
+            # outputs are a pure function of (text, severity, generator state, options): memoised, so that
+            # implementation_record's changed share re-reads a stream's captions without perturbing them again
+            key = (name, text, severity, hash(rng.getstate()), repr(sorted(options.items())))
+            if key not in _MEMO:
+                if len(_MEMO) >= MEMO_SIZE:
+                    _MEMO.clear()
+                result = fn(text, severity, rng, **options)
+                _MEMO[key] = (result, rng.getstate())
+            result, after = _MEMO[key]
+            rng.setstate(after)  # a shared generator advances exactly as without the memo
+            return result
+
+        _DETAILED[name] = detailed
         if needs_model:
             _NEEDS_MODEL.add(name)
 
         def as_text(text: str, severity: int, rng: random.Random, **options) -> str:
-            return fn(text, severity, rng, **options).text
+            return detailed(text, severity, rng, **options).text
+
+        as_text.__wrapped_detailed__ = fn
 
         as_text.__name__ = fn.__name__
         as_text.__doc__ = fn.__doc__

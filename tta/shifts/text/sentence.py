@@ -16,7 +16,9 @@ style transfer:
   "'re" after pronouns); ``drop_article=true`` also drops a leading article.
 - ``passive_approx``: "NP₁ (is|are)? V-ing|V-s (particle)? NP₂ REST" → "NP₂ (is|are) (being)? V-pp (particle)? by
   NP₁ REST"; participles from ``lemminflect``.
-- ``active_approx``: the inverse of "NP₂ (is|are|was|were) (being)? V-pp by NP₁ REST".
+- ``active_approx``: the inverse of "NP₂ (is|are|was|were|gets) (being)? V-pp by NP₁ REST", and agentless
+  passives "NP₂ is|are|was|were|gets (being)? V-pp REST" → "someone V NP₂ REST" (most MSR-VTT passives have no
+  agent: "a video game is played" → "someone plays a video game"); the subject may carry prepositional phrases.
 
 Captions that match no rule stay unchanged, as Styleformer output often does; the four style shifts go through the
 semantic filter like the originals (§6). Noun phrases and verbs come from :mod:`tta.shifts.text.pos`.
@@ -143,25 +145,73 @@ def passive_rewrite(text: str) -> str:
     return " ".join([*obj, *head, _inflect(verb, "VBN"), *particle, "by", *subj, *words[o_end:]])
 
 
+GET = {"get": "is", "gets": "is", "got": "was", "getting": "being"}  # "gets kicked" = "is kicked"
+PREPOSITIONS = {"in", "on", "at", "with", "from", "of", "inside", "near", "under", "behind", "during"}
+#: participles read as adjectives after "be" ("is involved in", "is dressed in"): no agentless voice change
+ADJECTIVAL = {"involved", "interested", "scared", "excited", "tired", "located", "based", "married", "supposed",
+              "used", "born", "done", "gone", "finished", "surprised", "shocked", "bored", "worried", "amazed",
+              "pleased", "confused", "frightened", "dressed", "covered", "filled", "made", "seated", "related",
+              "called", "named", "known", "set", "stuck", "lost", "determined", "prepared", "equipped"}
+AGENTLESS_SUBJECT = "someone"  # Styleformer's usual subject for an agentless passive
+
+
+def _passive_subject_end(words: list[str], tags: list[str]) -> int:
+    """End of the subject NP of a passive, including prepositional phrases before the auxiliary ("a girl in a
+    horror movie is haunted")."""
+    end = _np(words, tags, 0)
+    probe = end
+    while end and probe < len(words) and words[probe] in PREPOSITIONS:
+        more = _np(words, tags, probe + 1)
+        if more == probe + 1:
+            break
+        probe = more
+        if probe < len(words) and (words[probe] in BE or words[probe] in GET or words[probe] == "being"):
+            end = probe
+    return end
+
+
+def _is_participle(word: str, tag: str) -> bool:
+    if tag not in ("VERB", "ADJ") or not word.isalpha():
+        return False
+    return _inflect(word, "VBN") == word and (tag == "VERB" or word.endswith(("ed", "en", "wn", "ung", "lt")))
+
+
 def active_rewrite(text: str) -> str:
-    """Passive → active for "NP₂ (is|are|was|were)? (being)? V-pp by NP₁ REST"; unchanged otherwise."""
+    """Passive → active; unchanged when no rule matches.
+
+    * agentive: "NP₂ (is|are|was|were|gets|got)? (being)? V-pp (particle)? by NP₁ REST" → "NP₁ V NP₂ REST";
+    * agentless (needs an auxiliary or "being"): "NP₂ (is|are|was|were|gets|got|getting)? (being)? V-pp
+      (particle)? REST" → "someone V NP₂ REST" ("a video game is played" → "someone plays a video game"), except
+      after adjectival participles ("is involved in", "is dressed in"; :data:`ADJECTIVAL`).
+
+    The subject NP may carry prepositional phrases before the auxiliary.
+    """
     words = text.split()
     tags = pos_tag([w.lower() for w in words])
-    o_end = _np(words, tags, 0)
+    o_end = _passive_subject_end(words, tags)
     if o_end == 0:
         return text
     j, aux, being = o_end, None, False
-    if j < len(words) and words[j] in BE:
-        aux, j = words[j], j + 1
+    if j < len(words) and (words[j] in BE or words[j] in GET):
+        aux, j = GET.get(words[j], words[j]), j + 1
+        if aux == "being":
+            aux, being = None, True
     if j < len(words) and words[j] == "being":
         being, j = True, j + 1
-    if j + 1 >= len(words) or tags[j] != "VERB" or _inflect(words[j], "VBN") != words[j] or words[j + 1] != "by":
+    if j >= len(words) or not _is_participle(words[j], tags[j]):
         return text
-    verb, s_end = words[j], _np(words, tags, j + 2)
-    if s_end == j + 2:
-        return text
-    subj = [PRONOUN_SUBJECT.get(w, w) for w in words[j + 2: s_end]]
+    verb, j = words[j], j + 1
+    particle = ([words[j]] if j < len(words) and words[j] in PARTICLES - PREPOSITIONS and tags[j] == "ADV"
+                and (j + 1 == len(words) or tags[j + 1] != "DET") else [])  # "dressed up", not "filtered in a"
+    j += len(particle)
     obj = [PRONOUN_OBJECT.get(w, w) for w in words[:o_end]]
+    if j < len(words) and words[j] == "by" and _np(words, tags, j + 1) > j + 1:
+        s_end = _np(words, tags, j + 1)
+        subj = [PRONOUN_SUBJECT.get(w, w) for w in words[j + 1: s_end]]
+    elif (aux or being) and verb.lower() not in ADJECTIVAL:
+        subj, s_end = [AGENTLESS_SUBJECT], j
+    else:
+        return text
     plural = _plural(subj)
     if being or aux is None:
         vg = ([("are" if plural else "is") if aux in (None, "is", "are") else ("were" if plural else "was")]
@@ -170,7 +220,7 @@ def active_rewrite(text: str) -> str:
         vg = [_inflect(verb, "VBD")]
     else:
         vg = [_inflect(verb, "VBP" if plural else "VBZ")]
-    return " ".join([*subj, *vg, *obj, *words[s_end:]])
+    return " ".join([*subj, *vg, *particle, *obj, *words[s_end:]])
 
 
 def progressive_to_simple(text: str) -> str:
@@ -250,7 +300,7 @@ def _styled(name: str, rewrite, doc: str) -> None:
 def _no_model(real: str, model_path) -> None:
     if model_path:
         raise ValueError(f"shift.options.model_path is set but the shift is the rule-based approximation "
-                         f"'{real}_approx'; to run the model set shift.name={real}")
+                         f"'{real}_approx'; to run the model use shift={real} (set shift.name={real})")
 
 
 _styled("formal_approx", lambda t: formal_rewrite(t), "APPROXIMATION of Styleformer casual→formal (rules).")

@@ -10,8 +10,11 @@ local transformers seq2seq checkpoint (nothing is downloaded: ``local_files_only
 - ``formal`` / ``casual`` / ``passive`` / ``active``: a Styleformer T5 checkpoint
   (``prithivida/{informal_to_formal,formal_to_informal,active_to_passive,passive_to_active}_styletransfer``)
   prompted with Styleformer's prefix, sampled with top-k 50, top-p 0.95, at most 32 tokens (§5), then the
-  semantic filter (§6), each retry a new sample. Styleformer's adequacy re-ranking of formal/casual (a further
-  model) is not reproduced. Sampling is seeded from the item's generator (torch's global state is forked).
+  semantic filter (§6), each retry a new sample. **Deviation:** Styleformer generates several candidates and
+  re-ranks them by an adequacy model (``prithivida/parrot_adequacy_model``) before returning one, for
+  formal/casual; that re-ranking is not reproduced here (the semantic filter keeps the first sample with cosine ≥
+  the threshold instead), so outputs can be less faithful to the caption than Styleformer's. Runs record it
+  (``shift_implementation.deviation``, :func:`tta.shifts.registry.implementation_record`). Sampling is seeded from the item's generator (torch's global state is forked).
 
 Without ``model_path`` these raise an error pointing at the rule-based ``*_approx`` shifts
 (:mod:`tta.shifts.text.sentence`). Caption files made elsewhere with the real models can be used as well.
@@ -62,8 +65,7 @@ def generate(path: str, text: str, rng: random.Random, *, prefix: str = "", devi
 def _need(name: str, model_path) -> str:
     if not model_path:
         raise ValueError(f"the shift {name!r} runs a real model and needs shift.options.model_path (a local "
-                         f"transformers checkpoint); without one use the rule-based approximation '{name}_approx' "
-                         f"(the Hydra choice shift={name} selects it)")
+                         f"transformers checkpoint); without one run the rule-based approximation shift={name}_approx")
     return str(model_path)
 
 

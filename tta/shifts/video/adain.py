@@ -54,7 +54,7 @@ def load_adain(weights_dir: str | os.PathLike, device: torch.device | str = "cpu
     if missing:
         raise FileNotFoundError(f"AdaIN weights {missing} not found in {root}. Download vgg_normalised.pth and "
                                 "decoder.pth (naoto0804/pytorch-AdaIN releases) into that directory, or use the "
-                                "approximation: shift=style_transfer (name style_transfer_approx).")
+                                "approximation: shift=style_transfer_approx.")
     vgg = normalised_vgg()
     vgg.load_state_dict(torch.load(root / WEIGHT_FILES[0], map_location="cpu", weights_only=True))
     dec = decoder()

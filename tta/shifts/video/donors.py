@@ -5,8 +5,10 @@
 * **Pool embeddings**: the uniform frames of each pool video through the CLIP test transform and the backbone's
   image tower, per-frame features **not normalised**, averaged over frames; cached on disk per (model, pool).
 * **Queries**: per test video, the text embedding (not normalised) of its generated caption (``video_caption``
-  of the main-objects JSON; the ground-truth caption when that is absent, §5.4), or with ``query=video`` the clean
-  clip's mean frame embedding. Computed once, before any adaptation, so the donor of a video never depends on the
+  of the main-objects JSON), or with ``query=video`` the clean clip's mean frame embedding. Without a generated
+  caption the query is the clip embedding (``caption_fallback=video``, default, the paper's query) or the
+  ground-truth caption (``caption_fallback=ground_truth``, §5.4; optimistic); ``query_sources`` records which.
+  Computed once, before any adaptation, so the donor of a video never depends on the
   state of an adapting model.
 * **Donor**: argmax of the raw dot product (deterministic).
 """
@@ -39,11 +41,13 @@ class DonorPool:
     """
 
     def __init__(self, paths: Sequence[str], ids: Sequence[str], embeddings: torch.Tensor,
-                 queries: dict[str, dict[str, torch.Tensor]] | None = None):
+                 queries: dict[str, dict[str, torch.Tensor]] | None = None, query_sources: dict[str, str] | None = None):
         if len(paths) != embeddings.shape[0] or len(paths) == 0:
             raise ValueError(f"donor pool: {len(paths)} videos but {embeddings.shape[0]} embeddings")
         self.paths, self.ids, self.embeddings = list(paths), list(ids), embeddings.float()
         self.queries = queries or {}
+        #: {test video id: generated_caption | ground_truth_caption | video_embedding}
+        self.query_sources = dict(query_sources or {})
 
     def __len__(self) -> int:
         return len(self.paths)

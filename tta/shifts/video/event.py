@@ -4,9 +4,15 @@
 frames. The donor is the pool video (from the **train** split, so never a test video) with the largest raw dot
 product between its pooled frame embedding and the query embedding (not a cosine, as the code) — deterministic,
 no randomness. The query (``query``): ``caption_text`` (default, code: the text embedding of the video's generated
-caption ``video_caption`` of the main-objects JSON, or of the ground-truth caption when there is none, §5.4) or
-``video`` (the clean clip's mean frame embedding, the paper's description). The pool (:class:`DonorPool`) is built
-by the run with the backbone and cached on disk; it reaches the shift as ``context.resources["donor_pool"]``.
+caption ``video_caption`` of the main-objects JSON) or ``video`` (the clean clip's mean frame embedding, the
+paper's description). A video without a generated caption takes ``caption_fallback``: ``video`` (default, the
+paper's choice) or ``ground_truth`` (the old behaviour, §5.4). The ground-truth caption is optimistic by
+construction: it is the very text that the video is retrieved with (t2v) or has to retrieve (v2t), so the donor it
+selects matches the evaluation caption far better than one chosen from what the model could know about the
+video, and the inserted event disturbs retrieval less than the benchmark intends. The run records how each query
+was formed (``donor_query_source``: generated_caption / ground_truth_caption / video_embedding counts; see
+:func:`tta.shifts.registry.implementation_record`). The pool (:class:`DonorPool`) is built by the run with the
+backbone and cached on disk; it reaches the shift as ``context.resources["donor_pool"]``.
 
 Layout (``position``): ``tail`` (default, code) keeps the first F - k of the 12 uniform frames and appends k frames
 sampled uniformly over the whole donor, bilinearly resized to H×W (no antialias, aspect not kept); ``middle``
@@ -41,16 +47,18 @@ def splice(frames: torch.Tensor, donor: torch.Tensor, position: str = "tail") ->
         return torch.cat([frames[: f - k], d])
     if position == "middle":
         head = -(-(f - k) // 2)
-        return torch.cat([frames[:head], d, frames[head: head + (f - k) // 2]])
+        return torch.cat([frames[:head], d, frames[f - (f - k) // 2:]])  # the LAST ⌊(F-k)/2⌋ frames
     raise ValueError(f"event_insertion position must be tail or middle, got {position!r}")
 
 
 @register_video_shift("event_insertion", level="high")
 def event_insertion(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
-                    position: str = "tail", query: str = "caption_text", pool_size: int = 2000) -> torch.Tensor:
+                    position: str = "tail", query: str = "caption_text", pool_size: int = 2000,
+                    caption_fallback: str = "video") -> torch.Tensor:
     """frames: uint8 (F, H, W, 3) -> uint8 (F, H, W, 3) whose last k frames come from the donor (§4.11).
 
-    ``pool_size`` is read by the run when it builds the pool (the code README's 2 k train videos).
+    ``pool_size`` and ``caption_fallback`` are read by the run when it builds the pool (the code README's 2 k train
+    videos; the query of a video without a generated caption).
     """
     pool = context.resources.get("donor_pool") if context is not None else None
     if pool is None:

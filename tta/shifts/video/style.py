@@ -5,8 +5,8 @@
 * ``style_transfer``: full AdaIN (:mod:`tta.shifts.video.adain`) with the encoder/decoder weights in
   ``weights_dir`` (``vgg_normalised.pth``, ``decoder.pth``); per frame t = α·AdaIN(E(x), E(s)) + (1-α)·E(x),
   y = trunc(255·clip(D(t), 0, 1)). D's output (8·⌈H/8⌉ rows) is cropped back to H×W.
-* ``style_transfer_approx`` (the default of ``shift=style_transfer``, because no AdaIN weights can be obtained
-  here): per-channel mean/std matching of each frame to the style image **in CIE Lab**, blended with the frame by
+* ``style_transfer_approx`` (``shift=style_transfer_approx``; ``shift=style_transfer`` is AdaIN and stops with one
+  line naming ``shift.options.weights_dir`` when it has no weights): per-channel mean/std matching of each frame to the style image **in CIE Lab**, blended with the frame by
   the same α: t = α·(σ_s (x - μ_c)/σ_c + μ_s) + (1-α)·x. It is a different, much weaker operator than AdaIN (it
   moves colour statistics only, no texture) and is therefore reported under its own name, never as
   ``style_transfer`` (§5.3). The optional Laplacian-band variant of §5.3 is not implemented.
@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 STYLE_ALPHA = (0.2, 0.4, 0.6, 0.8, 1.0)
 STYLE_SHORT_SIDE = 512
 _EXT = (".png", ".jpg", ".jpeg")
+ADAIN_MISSING = ("style_transfer (AdaIN) needs shift.options.weights_dir, a directory with vgg_normalised.pth and "
+                 "decoder.pth (naoto0804/pytorch-AdaIN); without weights run the approximation "
+                 "shift=style_transfer_approx")
 _NETS: dict = {}
 _FILES: dict = {}
 
@@ -145,8 +148,7 @@ def style_transfer(frames: torch.Tensor, severity: int, generator: torch.Generat
     from tta.shifts.video.adain import load_adain, stylise
 
     if not weights_dir:
-        raise ValueError("style_transfer (full AdaIN) needs shift.options.weights_dir with vgg_normalised.pth and "
-                         "decoder.pth; without weights use shift.name=style_transfer_approx (spec/mlvp.md §5.3)")
+        raise ValueError(ADAIN_MISSING)
     style = _style_or_passthrough(generator, style_dir, allow_passthrough)
     if style is None:
         return frames.clone()

@@ -8,13 +8,17 @@ Both take ImageNet-C's constants (Qiu et al.; Table 37, App. E.1/E.4) and act on
   H + 33), Gaussian canvas -> clipped zoom -> threshold -> uint8 -> motion blur along θ ~ U(-135°, -45°); frame i
   adds rows [3i, 3i + H) and their 180° rotation to the whitened frame.
 
-The curtain's motion blur (``blur_impl``): ``imagemagick`` (the reference code's Wand MotionBlur; needs PyPI
-``Wand`` and the system ``libmagickwand``), ``taps`` (the tap-sum approximation of ``imagecorruptions``, §4.4) or
-``auto`` (default here: ImageMagick when Wand loads, else ``taps``, logged once); the choice is part of the run's
-config. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against ImageMagick
-6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several angles, the two
-agree exactly on 99.8 % of pixels and never differ by more than one grey level (rounding instead agreed on 51-75 %;
-``tests/test_shift_video_stats.py``, run where Wand loads). Embedded results before 2026-11-22 used rounding.
+The curtain's motion blur: ``snow`` is the faithful shift and always uses ImageMagick's MotionBlur (the reference
+code's Wand call; needs PyPI ``Wand`` — the ``video`` extra — and the system library, Debian
+``libmagickwand-6.q16-6`` / ``libmagickwand-dev``, which ``make setup`` installs as root). Without it ``snow``
+stops with one line naming the fix and the alternative. ``snow_approx`` is the tap-sum approximation of
+``imagecorruptions`` (§4.4 ``taps``); it is a separate shift name, so a run never reports it as ``snow``. Its item
+seeds are those of ``snow`` (:data:`tta.shifts.SEED_ALIASES`), so both draw the same curtain and angle and differ
+only in the blur. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against
+ImageMagick 6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several
+angles, the two agree exactly on 99.8 % of pixels and never differ by more than one grey level (rounding instead
+agreed on 51-75 %; ``tests/test_shift_video_stats.py``, run where Wand loads). Embedded results labelled ``snow``
+before 2026-11-23 ran the approximation (Wand was missing) and are re-labelled ``snow_approx``.
 """
 
 from __future__ import annotations
@@ -123,29 +127,41 @@ def _motion_blur_imagemagick(img: np.ndarray, radius: float, sigma: float, angle
     return out.astype(np.float64) if out.ndim == 2 else out[..., 0].astype(np.float64)
 
 
+def wand_available() -> bool:
+    """True when Wand imports and finds libMagickWand (ImageMagick's MotionBlur can run)."""
+    try:
+        import wand.image  # noqa: F401
+    except ImportError:  # Wand missing, or present without libmagickwand
+        return False
+    return True
+
+
+IMAGEMAGICK_MISSING = ("snow needs ImageMagick's motion blur: install Wand and libmagickwand (`make setup` as root, "
+                       "or `apt-get install libmagickwand-6.q16-6 && pip install 'tta[video]'`), or run the "
+                       "approximation shift=snow_approx")
+
+
 def _blur_impl(name: str) -> str:
+    """The blur that ``blur_impl`` resolves to here: ``imagemagick`` or ``taps`` (``auto``: ImageMagick if Wand
+    loads, else taps — only for tools that record the choice; the ``snow`` shift itself never falls back)."""
     global _warned_taps
     if name in ("imagemagick", "auto"):
-        try:
-            import wand.image  # noqa: F401
-
+        if wand_available():
             return "imagemagick"
-        except ImportError as err:  # Wand missing, or present without libmagickwand
-            if name == "imagemagick":
-                raise ImportError("snow blur_impl=imagemagick needs PyPI 'Wand' and the system library "
-                                  "libmagickwand (Debian: libmagickwand-dev); or set shift.options.blur_impl=taps"
-                                  ) from err
-            if not _warned_taps:
-                log.warning("snow: ImageMagick (Wand) is not available; blurring the curtain with the 'taps' "
-                            "approximation (spec/mlvp.md §4.4)")
-                _warned_taps = True
-            return "taps"
+        if name == "imagemagick":
+            raise ImportError(IMAGEMAGICK_MISSING)
+        if not _warned_taps:
+            log.warning("snow: ImageMagick (Wand) is not available; the curtain blur is the 'taps' approximation "
+                        "(spec/mlvp.md §4.4), i.e. snow_approx")
+            _warned_taps = True
+        return "taps"
     if name == "taps":
         return "taps"
-    raise ValueError(f"snow blur_impl must be auto, imagemagick or taps, got {name!r}")
+    raise ValueError(f"snow blur_impl must be imagemagick or taps, got {name!r}")
 
 
-def snow_curtain(h: int, w: int, t: int, severity: int, rng: np.random.Generator, blur_impl: str = "auto") -> np.ndarray:
+def snow_curtain(h: int, w: int, t: int, severity: int, rng: np.random.Generator,
+                 blur_impl: str = "imagemagick") -> np.ndarray:
     """The per-video snow curtain, float (H + 3·(T-1), W) in [0, 1] (§4.4 steps 1-4)."""
     loc, scale, zoom, thr, radius, sigma, _ = SNOW[severity - 1]
     hc = h + SNOW_SCROLL * max(t - 1, 0)
@@ -161,9 +177,7 @@ def snow_curtain(h: int, w: int, t: int, severity: int, rng: np.random.Generator
     return blurred / 255.0
 
 
-@register_video_shift("snow", level="low")
-def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "auto") -> torch.Tensor:
-    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the curtain scrolls 3 px per frame (§4.4)."""
+def _snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str) -> torch.Tensor:
     t, h, w, _ = frames.shape
     blend = SNOW[severity - 1][6]
     curtain = torch.from_numpy(snow_curtain(h, w, t, severity, numpy_rng(generator), blur_impl).astype(np.float32))
@@ -174,3 +188,29 @@ def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_i
     grey = (x * torch.tensor([0.299, 0.587, 0.114], device=x.device)).sum(-1, keepdim=True)
     x = blend * x + (1 - blend) * torch.maximum(x, 1.5 * grey + 0.5)
     return to_uint8(x + layers)
+
+
+@register_video_shift("snow", level="low")
+def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "imagemagick"
+         ) -> torch.Tensor:
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the curtain scrolls 3 px per frame (§4.4).
+
+    The curtain is blurred by ImageMagick (the reference); ``blur_impl`` is accepted only as ``imagemagick`` so
+    that an old config asking for ``taps``/``auto`` under the name ``snow`` fails instead of mislabelling a run.
+    """
+    if blur_impl != "imagemagick":
+        raise ValueError(f"shift 'snow' always blurs with ImageMagick (got blur_impl={blur_impl!r}); the tap-sum "
+                         "approximation is its own shift: shift=snow_approx")
+    if not wand_available():
+        raise ImportError(IMAGEMAGICK_MISSING)
+    return _snow(frames, severity, generator, "imagemagick")
+
+
+@register_video_shift("snow_approx", level="low")
+def snow_approx(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "taps"
+                ) -> torch.Tensor:
+    """``snow`` with the curtain blurred by the tap-sum approximation (§4.4 ``taps``) instead of ImageMagick."""
+    if blur_impl != "taps":
+        raise ValueError(f"snow_approx blurs with taps only (got blur_impl={blur_impl!r}); for ImageMagick use "
+                         "shift=snow")
+    return _snow(frames, severity, generator, "taps")
