@@ -35,6 +35,8 @@ def test_run_every_combination(tiny_cache, tmp_path, model, task, shift):
     assert all(math.isfinite(v) for v in res["retrieval"].values())
     expected_side = {"clean": "none", "gaussian": "query" if task == "v2t" else "gallery"}[shift]
     assert res["shifted_side"] == expected_side
+    impl = res["shift_implementation"]  # the implementation that ran, under its own name
+    assert (impl["name"], impl["faithful"]) == (shift, True)
     history = json.loads((tmp_path / "history.json").read_text())
     assert [h["size"] for h in history] == [16, 16, 8]  # batches of 16, last partial batch kept
 

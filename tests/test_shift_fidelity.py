@@ -133,7 +133,7 @@ def test_event_insertion_middle_layout_on_an_index_clip(severity):
 def test_donor_query_source_is_recorded_and_defaults_to_the_video_embedding():
     from types import SimpleNamespace
 
-    from tta.shifts.video.resources import query_sources
+    from tta.data.shift_resources import query_sources
 
     pairs = [SimpleNamespace(video_id=v, caption=f"caption {v}") for v in ("a", "b", "c")]
     objects = {"a": {"video_caption": "generated"}, "b": {}}

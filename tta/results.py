@@ -131,6 +131,7 @@ def score_stream(adapter, ctx: StreamContext, time_s: dict) -> tuple[RunResults,
     retrieval, hub = _stream_means(segments, int(cfg.hubness.k))
     single, shift = len(shifts) == 1, shifts[0]
     extra = shift_record(shift, ctx.video_pairs, ctx.copy)
+    extra["shift_implementation"] = _implementations(ctx)
     if not single:
         extra.update(reset_policy=adapter.reset_policy, segments=segments)
     posthoc = getattr(adapter, "posthoc", None)
@@ -156,6 +157,16 @@ def _stream_means(segments: list[dict], k: int) -> tuple[dict, dict]:
     hub = mean("hubness")
     hub["k"] = k
     return mean("retrieval"), hub
+
+
+def _implementations(ctx: StreamContext) -> dict | list[dict]:
+    """What each shift actually ran (approximations named as such; docs/shifts/)."""
+    from tta.shifts import implementation_record
+
+    text_pairs = ctx.layout.queries if ctx.cfg.task == "t2v" else ctx.layout.gallery
+    captions = [(p.caption, p.caption_id or p.video_id) for p in text_pairs]
+    records = [implementation_record(s, captions if s.kind == "text" else None) for s in ctx.shifts]
+    return records[0] if len(records) == 1 else records
 
 
 def evaluation_record(layout: EvalLayout, task: str) -> dict[str, Any]:

@@ -98,7 +98,7 @@ def _canonical(frames: torch.Tensor, options: dict, size: int) -> tuple[torch.Te
     """Frames resized and centre-cropped as the CLIP test transform does, as uint8; boxes mapped alike."""
     import dataclasses
 
-    from tta.data.transforms import center_crop, resize_short_side
+    from tta.media.transforms import center_crop, resize_short_side
 
     _, h, w, _ = frames.shape
     x = resize_short_side(frames.permute(0, 3, 1, 2).float() / 255.0, size)
