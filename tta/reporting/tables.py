@@ -62,6 +62,8 @@ class Table:
         what = self.metric + (f" / {self.second_metric}" if self.second_metric else "")
         if self.seeds == 1 and len(self.seed_values) == 1:
             seeds = f"single seed ({self.seed_values[0]})"
+        elif self.seeds == 1:  # each cell is one run; the columns differ in seed
+            seeds = f"one seed per cell: {', '.join(map(str, self.seed_values))}"
         else:
             seeds = f"mean of {self.seeds} seed(s)"
         return f"**{self.title}** ({what}, {seeds})"
