@@ -204,10 +204,10 @@ def test_launcher_configs_and_cluster_overlay_compose():
 
 
 def test_paper_table_experiments_name_registered_shifts_and_compose():
-    from tta.shifts import text_shift_names, video_shift_names
-
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+
+    from tta.shifts import text_shift_names, video_shift_names
 
     conf = ROOT / "tta" / "conf" / "experiment"
 

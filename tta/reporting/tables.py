@@ -157,7 +157,7 @@ def _seeds(part: pd.DataFrame, by: list[str]) -> tuple[int, tuple]:
 
 def _title(key: tuple, part: pd.DataFrame) -> str:
     data, task, scenario = key
-    train = part["train_data"].dropna().unique()
+    train = part["train_data"].dropna().unique() if "train_data" in part else []
     # a cross-dataset table names the dataset the source model was fine-tuned on
     trained = f", trained on {train[0]}" if scenario == "cross" and len(train) == 1 and train[0] != data else ""
     return f"{data} {task} ({scenario}{trained})"
