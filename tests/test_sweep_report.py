@@ -203,21 +203,27 @@ def test_launcher_configs_and_cluster_overlay_compose():
     assert "partition: gpu" in out.stdout and "account: my_project" in out.stdout and "SlurmLauncher" in out.stdout
 
 
-def test_paper_table_recipe_names_registered_shifts_and_composes():
-    import re
+def test_paper_table_experiments_name_registered_shifts_and_compose():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     from tta.shifts import text_shift_names, video_shift_names
 
-    script = (ROOT / "launch" / "paper_tables.sh").read_text()
-    video = re.search(r"^VIDEO_SHIFTS=(\S+)", script, re.M).group(1).split(",")
-    text = re.search(r"^TEXT_SHIFTS=(\S+)", script, re.M).group(1).split(",")
-    assert len(video) == 12 and len(text) == 15
-    for name in video + text:  # each is a conf/shift choice that resolves to a registered shift
+    conf = ROOT / "tta" / "conf" / "experiment"
+
+    with initialize_config_dir(str(ROOT / "tta" / "conf"), version_base="1.3"):
+        t1 = hydra_compose("run", ["experiment=paper-table1-qs-v2t-msrvtt"], return_hydra_config=True)
+        t3 = hydra_compose("run", ["experiment=paper-table3-qs-t2v-msrvtt"], return_hydra_config=True)
+    video = t1.hydra.sweeper.params["shift"].split(",")
+    text = t3.hydra.sweeper.params["shift"].split(",")
+    assert len(video) == 12 and len(text) == 15 and (conf / "paper-table5-zeroshot.yaml").exists()
+    for name in video + text:  # each is a tta/conf/shift choice that resolves to a registered shift
         shift = compose("run", [f"shift={name}"]).shift
         assert shift.name in video_shift_names() + text_shift_names(), name
-    cfg = compose("run", ["scenario=cross", "data=activitynet", "scenario.train_data=msrvtt", "model=xpool",
-                          "model.arch=ViT-B-32-quickgelu", "model.checkpoint=/ckpt/xpool_msrvtt.pt", "task=t2v"])
+    cfg = compose("run", ["experiment=paper-table4-cross-msrvtt-to-activitynet", "scenario=cross", "data=activitynet",
+                          "scenario.train_data=msrvtt", "model=xpool", "task=t2v"])
     assert cfg.scenario.train_data == "msrvtt" and cfg.data.name == "activitynet"
+    assert cfg.model.arch == "ViT-B-32-quickgelu" and cfg.model.name == "xpool"
     assert compose("run", ["scenario=cross"]).scenario.train_data == "synth_b"
 
 
@@ -286,22 +292,3 @@ def test_multi_caption_runs_are_never_averaged_with_one_to_one_runs(tmp_path):
     got = dict(zip(df["data"], df["R@1"], strict=True))
     assert got == {"msvd": 40.0, "msvd (multi-caption)": 30.0}
     assert sorted(df["protocol"]) == ["multi_caption", "one_to_one"]
-
-
-def test_jsonl_pivot_bolds_the_best_and_averages_complete_columns():
-    from benchmarks.jsonl_table import pivot
-
-    def row(model, config, shift, sev, r1):
-        return {"model": model, "config": config, "task": "t2v", "shift": shift, "severity": sev, "R@1": r1,
-                "R@5": r1 + 10, "skewness": 0.5}
-
-    rows = [row("xpool", "source", "clean", 0, 40.0), row("xpool", "hatvtr", "clean", 0, 43.5),
-            row("xpool", "source", "ocr", 7, 6.0), row("xpool", "hatvtr", "ocr", 7, 8.0),
-            row("xpool", "source", "formal", 1, 38.0), row("xpool", "hatvtr", "formal", 1, 37.0),
-            row("xpool", "tent", "clean", 0, 30.0)]  # tent lacks the shifted rows: no mean
-    lines = pivot(rows, r1_only=True, bold=True, mean=True).splitlines()
-    assert lines[0] == "| task | shift | xpool source R@1 | xpool tent R@1 | xpool hatvtr R@1 |"
-    assert lines[2] == "| t2v | clean | 40.0 | 30.0 | **43.5** |"
-    assert lines[4] == "| t2v | formal 1 | **38.0** |  | 37.0 |"
-    assert lines[-1] == "| mean | 2 shifts | 22.0 |  | **22.5** |"
-    assert pivot(rows[:2], r5=True).splitlines()[2] == "| t2v | clean | 40.0 / 50.0 | 43.5 / 53.5 |"

@@ -1,7 +1,22 @@
-"""``python -m tta.report <sweep dir> [--out DIR] [--metric R@1]``: a sweep's tables, robustness, plots and HTML.
+"""``python -m tta.report <sweep dir | rows.jsonl ...>``: the one results pipeline (tables, robustness, plots, HTML).
 
-Reads every results.json under the directory (a Hydra multirun tree, or outputs/runs), and writes to ``--out``
-(default ``<sweep dir>/report``):
+Sources are sweep directories (every results.json under them: a Hydra multirun tree such as
+``outputs/experiments/<name>``, or outputs/runs) and committed row files (``docs/results/rows/*.jsonl``, one run per
+line), in any mix; all go through the same tables (:mod:`tta.reporting.tables`).
+
+    python -m tta.run -m experiment=v2t-gaussian-severity5        # run a table's configurations
+    python -m tta.report outputs/experiments/v2t-gaussian-severity5   # full report of the sweep (below)
+    python -m tta.report docs/results/rows/t2v-text-shifts.jsonl --model xpool --bold --mean   # one pivot table
+    python -m tta.report docs/results/rows/v2t-gaussian5-all-methods.jsonl --layout list --sort
+    python -m tta.report --pages docs/results/pages.yaml             # re-render every docs/results/<name>.md
+
+Layouts: ``paper`` (the default for sweep directories) writes the full report below; ``pivot`` (the default for row
+files) prints shifts x (model, configuration) with "R@1 / skewness" cells (``--second R@5|none``), ``--model``
+filters backbones, ``--bold`` marks the best R@1 of each row per backbone, ``--mean`` adds the mean over the shifted
+rows, ``--per-model`` makes one table per backbone, ``--segments`` splits continual streams into their shifts;
+``list`` prints one line per run (``--sort``: by model, task and adapter order).
+
+The ``paper`` layout writes to ``--out`` (default ``<sweep dir>/report``):
 
 * ``tables.md``, ``tables.csv``, ``tables.tex``: the paper's layout (HAT-VTR Tables 1-5): per (data, task,
   scenario), rows = adapters per backbone, columns = shifts grouped by level, plus Avg;
@@ -21,7 +36,8 @@ import re
 import sys
 from pathlib import Path
 
-from tta.reporting.collect import load_sweep
+from tta.reporting.collect import load_runs, shift_label
+from tta.reporting.pages import render_pages, render_tables
 from tta.reporting.plots import kocc_histograms, severity_curves, sims_heatmaps
 from tta.reporting.tables import paper_tables, robustness_table, severity_tables
 
@@ -32,12 +48,16 @@ def _slug(*parts) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(str(p) for p in parts)).strip("-")
 
 
-def build_report(sweep: str | Path, out: str | Path | None = None, metric: str = "R@1") -> dict:
-    """Write the report files; returns {"tables": [...], "robustness": DataFrame, "figures": [...], "html": path}."""
-    sweep = Path(sweep)
-    out = Path(out) if out else sweep / "report"
+def build_report(sweep: str | Path | list, out: str | Path | None = None, metric: str = "R@1") -> dict:
+    """Write the report files of one sweep directory (or several, or row files: then ``out`` is required);
+    returns {"tables": [...], "robustness": DataFrame, "figures": [...], "html": path}."""
+    sources = [Path(s) for s in sweep] if isinstance(sweep, (list, tuple)) else [Path(sweep)]
+    sweep = sources[0] if len(sources) == 1 else ", ".join(map(str, sources))
+    if out is None and (len(sources) > 1 or not sources[0].is_dir()):
+        raise ValueError("give --out: the report of several sources or of row files has no sweep directory to go in")
+    out = Path(out) if out else sources[0] / "report"
     out.mkdir(parents=True, exist_ok=True)
-    df, failures = load_sweep(sweep)
+    df, failures = load_runs(sources)
     tables = paper_tables(df, metric)
     (out / "tables.md").write_text("\n\n".join(t.to_markdown() for t in tables) + "\n")
     (out / "tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables))
@@ -58,7 +78,7 @@ def build_report(sweep: str | Path, out: str | Path | None = None, metric: str =
     rob.to_csv(out / "robustness.csv", index=False)
     figures = []
     for (data, task, scenario, shift, severity), part in df.groupby(["data", "task", "scenario", "shift", "severity"]):
-        title = f"{data} {task} ({scenario}) | {shift} s{severity}"
+        title = f"{data} {task} ({scenario}) | {shift_label(shift, severity)}"
         for fn, prefix in ((kocc_histograms, "kocc"), (sims_heatmaps, "sims")):
             path = fn(part.sort_values(["model", "adapter_rank"]), out / f"{prefix}_{_slug(data, task, scenario, shift, severity)}.png", title)
             if path:
@@ -130,19 +150,47 @@ def _html(sweep, tables, rob_md, notes, figures, failures, n_runs) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tta.report", description=__doc__.split("\n")[0])
-    ap.add_argument("sweep", help="a sweep directory (outputs/sweeps/<time>) or any tree of run directories")
-    ap.add_argument("--out", default=None, help="output directory (default: <sweep>/report)")
+    ap = argparse.ArgumentParser(prog="python -m tta.report", description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.split("\n")[5:12]))
+    ap.add_argument("sources", nargs="*", help="sweep directories (outputs/experiments/<name>, outputs/sweeps/<time>, "
+                                               "any tree of run directories) and/or row files (*.jsonl)")
+    ap.add_argument("--layout", choices=["paper", "pivot", "list"], default=None,
+                    help="paper: full report (default for directories); pivot (default for row files); list")
+    ap.add_argument("--out", default=None, help="paper layout: output directory (default: <sweep>/report)")
     ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "MdR", "MnR", "skewness"])
+    ap.add_argument("--second", default="skewness", choices=["skewness", "R@5", "none"],
+                    help="pivot: the second value of each cell")
+    ap.add_argument("--model", action="append", help="only these backbones (repeatable)")
+    ap.add_argument("--bold", action="store_true", help="pivot: bold the best value of each row, per backbone")
+    ap.add_argument("--mean", action="store_true", help="pivot: a row with the mean over the shifted rows")
+    ap.add_argument("--per-model", action="store_true", help="pivot: one table per backbone")
+    ap.add_argument("--segments", action="store_true", help="split continual streams into their shifts")
+    ap.add_argument("--sort", action="store_true", help="list: by model, task, then the adapter order")
+    ap.add_argument("--pages", default=None, help="render the docs pages of this spec (docs/results/pages.yaml)")
+    ap.add_argument("--page", action="append", help="with --pages: only these pages (repeatable)")
+    ap.add_argument("--date", default=None, help="with --pages: the rendering date to print (default: today)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        rep = build_report(args.sweep, args.out, args.metric)
+        if args.pages:
+            for path in render_pages(args.pages, args.page, args.date):
+                print(f"wrote {path}")
+            return 0
+        if not args.sources:
+            ap.error("give a sweep directory or row files (or --pages)")
+        layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
+        if layout == "paper":
+            rep = build_report(args.sources, args.out, args.metric)
+            print("\n\n".join(t.to_markdown() for t in rep["tables"]))
+            print(f"\nreport: {rep['html']}")
+            return 0
+        tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
+                               args.per_model, args.segments, args.sort)
     except (FileNotFoundError, ValueError) as e:
         print(f"tta.report: {e}", file=sys.stderr)
         return 2
-    print("\n\n".join(t.to_markdown() for t in rep["tables"]))
-    print(f"\nreport: {rep['html']}")
+    print("\n\n".join(t.to_markdown() for t in tables))
     return 0
 
 

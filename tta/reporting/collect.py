@@ -1,4 +1,11 @@
-"""Collect the runs of a sweep (or any directory tree) into one table: one row per complete results.json."""
+"""Collect runs into one frame, one row per run, from either source of results:
+
+* a sweep (or any directory tree): one row per complete results.json (:func:`load_sweep`);
+* committed row files (``*.jsonl``, docs/results/rows/): one JSON object per line, as the earlier table runner
+  wrote them (:func:`load_rows`).
+
+Both give the same columns, so every table of :mod:`tta.reporting.tables` renders either (:func:`load_runs`).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ import pandas as pd
 
 log = logging.getLogger(__name__)
 
-#: the paper's adapter order in its tables (HAT-VTR Tables 1-3), then the others alphabetically
+#: the one adapter order of every table: the paper's (HAT-VTR Tables 1-3: source, the entropy baselines, TCR), the
+#: score-refinement methods, HAT-VTR last; adapters not listed follow alphabetically
 ADAPTER_ORDER = ("source", "tent", "read", "sar", "eata", "tcr", "hsm", "qbnorm", "dsl", "hatvtr")
 LEVEL_ORDER = ("clean", "low", "mid", "high", "character", "word", "sentence", "stream")
 
@@ -25,6 +33,20 @@ def shift_level(name: str) -> str:
         return get_shift(name).level
     except KeyError:
         return "other"
+
+
+def shift_label(shift: str, severity) -> str:
+    """How a shift is named in tables and figures: "clean" has no severity (a clean run swept together with
+    ``shift.severity=5`` is still clean), nor has a shift recorded at severity 0 (streams, mixtures)."""
+    if shift == "clean" or not severity:
+        return shift
+    return f"{shift} s{int(severity)}"
+
+
+def _ranks(df: pd.DataFrame) -> pd.DataFrame:
+    df["adapter_rank"] = df["adapter"].map(lambda a: ADAPTER_ORDER.index(a) if a in ADAPTER_ORDER else len(ADAPTER_ORDER))
+    df["level_rank"] = df["level"].map(lambda lv: LEVEL_ORDER.index(lv) if lv in LEVEL_ORDER else len(LEVEL_ORDER))
+    return df
 
 
 def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
@@ -50,6 +72,9 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row = {k: res.get(k) for k in ("data", "task", "scenario", "model", "adapter", "posthoc", "shift",
                                        "severity", "seed", "train_data", "num_queries")}
         row["scenario"] = row["scenario"] or "qs"
+        if row["shift"] == "clean":  # the severity of a clean run is meaningless (a sweep may still set one)
+            row["severity"] = 0
+        row["config"] = row["adapter"] if row["posthoc"] in (None, "none") else f"{row['adapter']}+{row['posthoc']}"
         row["protocol"] = (res.get("evaluation") or {}).get("protocol", "one_to_one")
         if row["protocol"] == "multi_caption":  # never averaged with the 1:1 runs of the same dataset
             row["data"] = f"{row['data']} (multi-caption)"
@@ -66,7 +91,70 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
             failures.append({"dir": str(err.parent), "error": err.read_text().strip().splitlines()[-1:]})
     if not rows:
         raise ValueError(f"no results.json under {root}: no run finished there (failed jobs: {len(failures)})")
-    df = pd.DataFrame(rows)
-    df["adapter_rank"] = df["adapter"].map(lambda a: ADAPTER_ORDER.index(a) if a in ADAPTER_ORDER else len(ADAPTER_ORDER))
-    df["level_rank"] = df["level"].map(lambda lv: LEVEL_ORDER.index(lv) if lv in LEVEL_ORDER else len(LEVEL_ORDER))
-    return df, failures
+    return _ranks(pd.DataFrame(rows)), failures
+
+
+def _overrides(row: dict) -> dict[str, str]:
+    """The Hydra overrides a row was run with (its "key" is [label, [override, ...]])."""
+    try:
+        _, overrides = json.loads(row.get("key") or "[null, []]")
+    except (ValueError, TypeError):
+        return {}
+    return dict(o.split("=", 1) for o in overrides if "=" in o)
+
+
+def load_rows(files, segments: bool = False) -> pd.DataFrame:
+    """The rows of committed row files (JSON lines), in file order, as :func:`load_sweep`'s frame.
+
+    A row holds "config" (its label: the adapter, or a variant such as "hatvtr lr 3e-5"), model, task, shift,
+    severity, scenario, data, train_data, R@1, R@5, skewness, neg_share (share of negative scores), ms_per_query,
+    counters and "key" (the label and the Hydra overrides it was run with; adapter, seed and posthoc are read from
+    them: seed 42 when not overridden, the default). A stream row (scenario=continual) is named "stream"; with
+    ``segments`` it is replaced by one row per shift of the stream (its "segments"). A later row of the same cell
+    (configuration, model, task, scenario, data, seed, shift, severity) replaces an earlier one: a re-run row
+    updates it.
+    """
+    out: dict[str, dict] = {}
+    for file in files:
+        for n, line in enumerate(Path(file).read_text().splitlines()):
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            over = _overrides(r)
+            base = {"data": r.get("data", "synth"), "task": r["task"], "scenario": r.get("scenario") or "qs",
+                    "model": r["model"], "config": r["config"], "adapter": over.get("adapter", r["config"].split()[0]),
+                    "posthoc": over.get("posthoc", "none"), "seed": int(over.get("seed", 42)),
+                    "train_data": r.get("train_data"), "num_queries": r.get("num_queries"), "protocol": "one_to_one",
+                    "ms_per_query": r.get("ms_per_query"), "neg_share": r.get("neg_share"),
+                    "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}"}
+            parts = [(r["shift"], r["severity"], r)]
+            if base["scenario"] == "continual":
+                parts = [("stream", 0, r)]
+                if segments and r.get("segments"):
+                    parts = [(g["shift"], g["severity"], g) for g in r["segments"]]
+                    base["ms_per_query"] = base["neg_share"] = None  # measured over the whole stream only
+            for shift, severity, metrics in parts:
+                row = {**base, "shift": shift, "severity": 0 if shift == "clean" else int(severity),
+                       "level": shift_level(shift), "R@1": metrics["R@1"], "R@5": metrics.get("R@5"),
+                       "skewness": metrics.get("skewness")}
+                ident = [row[k] for k in ("config", "model", "task", "scenario", "data", "train_data", "seed", "shift",
+                                          "severity")]
+                out[json.dumps(ident)] = row  # a dict keeps the first position, with the later value
+    if not out:
+        raise ValueError(f"no rows in {', '.join(map(str, files))}")
+    return _ranks(pd.DataFrame(list(out.values())))
+
+
+def load_runs(sources, segments: bool = False) -> tuple[pd.DataFrame, list[dict]]:
+    """Runs from any mix of sweep directories and row files (``*.jsonl``), in the given order, and the failed jobs
+    of the sweeps."""
+    frames, failures = [], []
+    rows = [Path(s) for s in sources if str(s).endswith(".jsonl")]
+    for s in sources:
+        if not str(s).endswith(".jsonl"):
+            df, fail = load_sweep(s)
+            frames.append(df)
+            failures += fail
+    if rows:
+        frames.append(load_rows(rows, segments))
+    return pd.concat(frames, ignore_index=True), failures

@@ -1,5 +1,5 @@
 """Report figures (matplotlib, Agg): k-occurrence histograms per adapter (HAT-VTR Fig. 2), similarity heatmaps of
-the first queries (Fig. 9) and R@1 against severity per shift (Fig. 13). Each function writes one PNG and returns
+the first queries (Fig. 9; raw and rank-transformed per row) and R@1 against severity per shift (Fig. 13). Each function writes one PNG and returns
 its path; the data come from the files every run writes (k_occurrence.json, sims_head.pt, results.json)."""
 
 from __future__ import annotations
@@ -54,21 +54,39 @@ def kocc_histograms(runs: pd.DataFrame, out: Path, title: str) -> Path | None:
     return out
 
 
+def row_ranks(sims):
+    """Each row's scores replaced by their rank within the row, scaled to [0, 1] (1 = the row's top score).
+
+    Raw scores of different runs (and of different batches of one run) are on different scales: HSM-refined scores
+    are not cosines, and HAT-VTR's first batch is scored before any refinement while the later ones are refined.
+    Ranks within a row are what retrieval reads, and they compare across all of them."""
+    import numpy as np
+
+    n = sims.shape[1]
+    ranks = np.argsort(np.argsort(sims, axis=1, kind="stable"), axis=1, kind="stable")
+    return ranks / max(n - 1, 1)
+
+
 def sims_heatmaps(runs: pd.DataFrame, out: Path, title: str) -> Path | None:
-    """One panel per run: the first N x N block of its scores (sims_head.pt); a diagonal = correct retrievals."""
+    """Two panels per run, one above the other, of the first N x N block of its scores (sims_head.pt): the raw
+    scores, and the same scores rank-transformed per row (:func:`row_ranks`) so that panels of raw and refined runs
+    read alike. A bright diagonal = correct retrievals."""
     import torch
 
     plt = _pyplot()
     runs = runs[[Path(d, "sims_head.pt").exists() for d in runs["dir"]]]
     if runs.empty:
         return None
-    fig, axes = _grid(len(runs), plt)
-    for ax, (_, r) in zip(axes, runs.iterrows(), strict=False):
+    n = len(runs)
+    fig, axes = plt.subplots(2, n, figsize=(3.0 * n, 6.0), squeeze=False)
+    for i, (_, r) in enumerate(runs.iterrows()):
         sims = torch.load(Path(r["dir"], "sims_head.pt")).float().numpy()
-        ax.imshow(sims, cmap="viridis", interpolation="nearest")
-        ax.set_title(f"{r['model']} + {r['adapter']}", fontsize=8)
-        ax.set_xticks([])
-        ax.set_yticks([])
+        for row, (image, kind) in enumerate(((sims, "raw scores"), (row_ranks(sims), "rank within row"))):
+            ax = axes[row][i]
+            ax.imshow(image, cmap="viridis", interpolation="nearest")
+            ax.set_title(f"{r['model']} + {r['config'] if 'config' in r else r['adapter']}\n{kind}", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
     fig.suptitle(title + " (first queries x first gallery items)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=90)

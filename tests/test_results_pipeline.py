@@ -1,0 +1,224 @@
+"""The one results pipeline: tta.report over committed row files and sweeps, the docs/results pages, the experiment
+configs (tta/conf/experiment) and the tiny debug config (tta/conf/debug/tiny.yaml).
+
+The experiment and debug tests compose ``experiment=<name>`` / ``debug=tiny``: they need the two optional entries
+of tta/conf/run.yaml's defaults list (``- optional experiment: null``, ``- optional debug: null`` after ``_self_``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import tiny_overrides
+from tta.report import main as report_main
+from tta.reporting.collect import ADAPTER_ORDER, load_rows, shift_label
+from tta.reporting.pages import render_pages
+from tta.reporting.plots import row_ranks
+from tta.reporting.tables import list_table, paper_tables, pivot_tables
+from tta.utils.config import compose
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results"
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "tta" / "conf" / "experiment").glob("*.yaml"))
+CONF = ROOT / "tta" / "conf"
+
+
+def _write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _row(model, config, shift, sev, r1, task="t2v", **extra):
+    key = json.dumps([config, [f"model={model}", f"task={task}", f"shift={shift}", f"adapter={config.split()[0]}",
+                               *extra.pop("over", [])]])
+    return {"key": key, "model": model, "config": config, "task": task, "shift": shift, "severity": sev,
+            "scenario": "qs", "data": "synth", "train_data": "synth", "R@1": r1, "R@5": r1 + 10, "skewness": 0.5,
+            "neg_share": 0.0, "ms_per_query": 1.0, **extra}
+
+
+def test_pivot_bolds_the_best_per_backbone_and_averages_complete_columns(tmp_path):
+    rows = [_row("xpool", "source", "clean", 0, 40.0), _row("xpool", "hatvtr", "clean", 0, 43.5),
+            _row("xpool", "source", "ocr", 7, 6.0), _row("xpool", "hatvtr", "ocr", 7, 8.0),
+            _row("xpool", "source", "formal", 1, 38.0), _row("xpool", "hatvtr", "formal", 1, 37.0),
+            _row("xpool", "tent", "clean", 0, 30.0)]  # tent lacks the shifted rows: no mean
+    df = load_rows([_write_rows(tmp_path / "rows.jsonl", rows)])
+    [table] = pivot_tables(df, second=None, bold=True, mean=True)
+    lines = table.to_markdown().splitlines()
+    assert lines[2] == "| task | shift | source | tent | hatvtr |"  # the one adapter order
+    assert lines[4] == "|  | *model* | *xpool* | *xpool* | *xpool* |"
+    assert lines[5] == "| t2v | clean | 40.0 | 30.0 | **43.5** |"
+    assert lines[7] == "| t2v | formal s1 | **38.0** |  | 37.0 |"
+    assert lines[-1] == "| mean | 2 shifts | 22.0 |  | **22.5** |"
+    [r5] = pivot_tables(df[df["shift"] == "clean"], second="R@5")
+    assert r5.to_markdown().splitlines()[5] == "| t2v | clean | 40.0 / 50.0 | 30.0 / 40.0 | 43.5 / 53.5 |"
+    assert "single seed (42)" in table.caption()
+
+
+def test_rows_read_adapter_seed_variants_streams_and_later_rows_win(tmp_path):
+    rows = [_row("clip4clip", "hatvtr seed 0", "gaussian", 5, 20.0, task="v2t", over=["seed=0"]),
+            _row("clip4clip", "hatvtr lr 3e-5", "gaussian", 5, 21.0, task="v2t", over=["adapter.method.lr=3e-5"]),
+            _row("clip4clip", "source", "gaussian", 5, 10.0, task="v2t"),
+            _row("clip4clip", "source", "gaussian", 5, 11.0, task="v2t"),  # a re-run of the same cell
+            {**_row("xpool", "source", "clean", 0, 30.0, task="v2t"), "scenario": "continual",
+             "segments": [{"shift": "gaussian", "severity": 1, "R@1": 36.0, "R@5": 80.0, "skewness": 0.9},
+                          {"shift": "gaussian", "severity": 5, "R@1": 19.0, "R@5": 50.0, "skewness": 2.3}]}]
+    file = _write_rows(tmp_path / "rows.jsonl", rows)
+    df = load_rows([file])
+    assert list(df["adapter"]) == ["hatvtr", "hatvtr", "source", "source"]
+    assert list(df["seed"]) == [0, 42, 42, 42]
+    assert df[df["config"] == "source"]["R@1"].tolist() == [11.0, 30.0]
+    assert df.iloc[-1]["shift"] == "stream"  # a continual row is a stream, not "clean"
+    split = load_rows([file], segments=True)
+    assert split[split["scenario"] == "continual"]["shift"].tolist() == ["gaussian", "gaussian"]
+    lines = list_table(df, sort=True).to_markdown().splitlines()
+    assert lines[2] == "| config | model | task | shift | R@1 | R@5 | skewness (k=10) | % sims < 0 | ms/query |"
+    assert lines[4].startswith("| source | clip4clip | v2t | gaussian s5 | 11.0 |")
+
+
+def test_clean_runs_have_no_severity_and_every_column_shows_its_level():
+    assert shift_label("clean", 5) == "clean" and shift_label("gaussian", 5) == "gaussian s5"
+    rows = []
+    for shift, sev, level in (("clean", 0, "clean"), ("gaussian", 1, "low"), ("gaussian", 5, "low")):
+        rows.append({"data": "synth", "task": "v2t", "scenario": "qs", "model": "xpool", "adapter": "source",
+                     "adapter_rank": 0, "level": level, "level_rank": ADAPTER_ORDER.index("source") if level == "clean"
+                     else 1, "shift": shift, "severity": sev, "seed": 42, "train_data": None, "R@1": 10.0 * (2 + sev)})
+    [table] = paper_tables(pd.DataFrame(rows))
+    md = table.to_markdown().splitlines()
+    assert md[2] == "| model | adapter | clean | gaussian s1 | gaussian s5 | Avg |"
+    assert md[4] == "|  | *level* | *clean* | *low* | *low* | *mean* |"  # no blank level cell
+
+
+def test_a_clean_run_swept_at_a_severity_is_labelled_clean(tmp_path):
+    base = {"data": "synth", "task": "v2t", "scenario": "qs", "model": "xpool", "posthoc": "none", "seed": 42,
+            "train_data": "synth", "num_queries": 10, "retrieval": {"R@1": 40.0, "R@5": 70.0},
+            "hubness": {"skewness": 1.0, "k": 10}, "time_s": {"per_query_ms": 1.0}}
+    for name, shift in (("a", "clean"), ("b", "gaussian")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({**base, "adapter": "source", "shift": shift,
+                                                                  "severity": 5}))
+    assert report_main([str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "tables.md").read_text()
+    assert "| clean | gaussian | Avg |" in md and "clean s5" not in md
+
+
+def test_row_ranks_make_raw_and_refined_scores_comparable():
+    raw = np.array([[0.1, 0.5, 0.3], [0.2, 0.9, 0.4]])
+    refined = np.array([[-3.0, 7.0, 1.0], [10.0, 90.0, 40.0]])  # another scale, the same order per row
+    assert np.array_equal(row_ranks(raw), row_ranks(refined))
+    assert row_ranks(raw)[0].tolist() == [0.0, 1.0, 0.5]
+
+
+def test_every_row_file_renders_and_the_committed_pages_are_current(tmp_path, capsys):
+    for file in sorted((RESULTS / "rows").glob("*.jsonl")):
+        assert report_main([str(file)]) == 0, file
+        assert report_main([str(file), "--layout", "list", "--sort"]) == 0, file
+    assert "| t2v | clean |" in capsys.readouterr().out
+    # the committed pages are what --pages renders now (the provenance lines aside)
+    spec = tmp_path / "pages.yaml"
+    spec.write_text((RESULTS / "pages.yaml").read_text())
+    (tmp_path / "rows").symlink_to(RESULTS / "rows")
+    written = render_pages(spec, date="2026-11-23")
+    assert {p.stem for p in written} == {p.stem for p in RESULTS.glob("*.md")} - {"shift-speed"}
+
+    def tables(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith(("| rendered by", "| rows", "| code of"))]
+
+    for page in written:
+        committed = RESULTS / page.name
+        assert tables(page.read_text()) == tables(committed.read_text()), f"re-render {committed}"
+        text = committed.read_text()
+        assert "seed" in text.split("| |")[0].lower() and "rendered on | 2026-11-23" in text
+        assert re.search(r"\| code of the rows \| .*[0-9a-f]{7}", text)
+
+
+def test_docs_name_no_tracker_issues_and_links_resolve():
+    docs = [ROOT / "README.md", ROOT / "launch" / "README.md", *(ROOT / "docs").rglob("*.md")]
+    for doc in docs:
+        text = doc.read_text()
+        for heading in (line for line in text.splitlines() if line.startswith("#")):
+            assert not re.search(r"issue \d|\d{4}-\d{2}-\d{2}", heading, re.I), (doc, heading)
+        for target in re.findall(r"\]\(([^)#\s]+)", text):
+            if not target.startswith("http"):
+                assert (doc.parent / target).exists(), (doc, target)
+    assert not list((ROOT / "docs").rglob("issue*"))
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_composes_and_sweeps_valid_choices(name):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        cfg = hydra_compose("run", [f"experiment={name}"], return_hydra_config=True)
+    assert cfg.hydra.sweep.dir == f"outputs/experiments/{name}"
+    params = cfg.hydra.sweeper.params
+    assert params, name
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+    groups = {p.name for p in CONF.iterdir() if p.is_dir()}
+    jobs = 1
+    for override in parsed:
+        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.get_value_element_as_str()]
+        jobs *= len(values)
+        key = override.get_key_element()
+        for value in values:
+            if key in groups:  # a config group: each value names one of its files
+                assert (CONF / key / f"{value}.yaml").exists(), (name, key, value)
+    assert jobs >= 1
+    # one job of the sweep composes as a plain run (the group choices and values fit together)
+    first = [f"{o.get_key_element()}={(list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()])[0]}"
+             for o in parsed]
+    job = compose("run", [f"experiment={name}", *first])
+    assert job.adapter.name and job.shift.name
+
+
+def test_every_results_page_has_its_experiment():
+    import yaml
+
+    pages = yaml.safe_load((RESULTS / "pages.yaml").read_text())
+    for page, spec in pages.items():
+        assert spec.get("experiments") or spec.get("reproduce"), page
+        for e in spec.get("experiments", []):
+            assert e in EXPERIMENTS, (page, e)
+        if spec.get("experiments"):
+            assert page in spec["experiments"], f"{page}: its first experiment should carry the page's name"
+
+
+def test_paper_table_recipe_runs_one_experiment_per_table():
+    script = (ROOT / "launch" / "paper_tables.sh").read_text()
+    named = set(re.findall(r"paper-table[\w-]+", script))
+    assert named == {e for e in EXPERIMENTS if e.startswith("paper-table")}
+    assert "--config-dir launch" in script and "hydra/launcher=" in script
+
+
+def test_debug_tiny_is_the_tests_tiny_configuration(tiny_cache):
+    # the same configuration whether tests/conftest.py spells the overrides out or (once it does) uses debug=tiny
+    via_debug = compose("run", ["debug=tiny", f"paths.cache_dir={tiny_cache}"])
+    assert via_debug == compose("run", tiny_overrides(tiny_cache))
+    assert via_debug.data.synth.n_test == 40 and via_debug.trainer.accelerator == "cpu"
+    assert "steps=6" in via_debug.embedded_recipe
+
+
+@pytest.mark.slow
+def test_smallest_experiment_runs_through_hydra_multirun_and_reports(tiny_cache, tmp_path):
+    sweep = tmp_path / "sweep"
+    # mixed-severity restricted to one backbone: 2 jobs (source, hatvtr), on the tiny benchmark
+    cmd = [sys.executable, "-m", "tta.run", "-m", "experiment=mixed-severity", "debug=tiny",
+           f"paths.cache_dir={tiny_cache}", "model=clip4clip", "data.subset=16", f"hydra.sweep.dir={sweep}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    results = [json.loads(f.read_text()) for f in sweep.rglob("results.json")]
+    assert sorted(r["adapter"] for r in results) == ["hatvtr", "source"]
+    assert {r["shift"] for r in results} == {"mixed_severity"}
+    assert report_main([str(sweep), "--out", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "tables.md").read_text()
+    assert "| clip4clip | source |" in md and "| clip4clip | hatvtr |" in md
+    assert report_main([str(sweep), "--layout", "pivot"]) == 0

@@ -1,0 +1,140 @@
+"""The committed result pages (docs/results/<name>.md), rendered from their row files by ``python -m tta.report
+--pages docs/results/pages.yaml [--page NAME ...]``.
+
+``pages.yaml`` maps a page name to: ``title``; ``about`` (what the rows are, how they were measured);
+``experiments`` (the tta/conf/experiment configs that re-run the rows: ``python -m tta.run -m experiment=<name>``)
+or ``reproduce`` (commands, for rows no single sweep covers); ``tables``: each a ``rows`` list (files under
+docs/results/rows/) and the options of :func:`render_tables` (``layout``, ``second``, ``model``, ``bold``,
+``mean``, ``per_model``, ``segments``, ``sort``, ``title``, ``note``). Every page carries the command that rendered
+it, the commit of the rows' code (recorded in the rows, else the main branch at rendering), the rendering date and
+the command that reproduces its rows, and says how many seeds its numbers are over.
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tta.reporting.collect import load_runs
+from tta.reporting.tables import Table, list_table, pivot_tables
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
+
+
+def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
+                  model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
+                  segments: bool = False, sort: bool = False, title: str | None = None) -> list[Table]:
+    """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`)."""
+    df, _ = load_runs(sources, segments=segments)
+    if model:
+        df = df[df["model"].isin(model)]
+        if df.empty:
+            raise ValueError(f"no runs of model(s) {', '.join(model)} in {', '.join(map(str, sources))}")
+    if layout == "list":
+        return [list_table(df, sort=sort, title=title or "runs")]
+    second = None if second in (None, "none") else second
+    tables = pivot_tables(df, metric, second=second, bold=bold, mean=mean, per_model=per_model)
+    if title:
+        for t in tables:
+            t.title = f"{title}: {t.title}"
+    return tables
+
+
+def table_command(sources, layout="pivot", second="skewness", model=None, bold=False, mean=False, per_model=False,
+                  segments=False, sort=False, **_) -> str:
+    """The ``python -m tta.report`` command line that prints the same table."""
+    args = ["python -m tta.report", *map(str, sources)]
+    if layout != "pivot":
+        args.append(f"--layout {layout}")
+    if layout == "pivot" and second != "skewness":
+        args.append(f"--second {second or 'none'}")
+    args += [f"--model {m}" for m in model or []]
+    args += [flag for flag, on in (("--bold", bold), ("--mean", mean), ("--per-model", per_model),
+                                   ("--segments", segments), ("--sort", sort)) if on]
+    return " ".join(args)
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _rows_commit(files: list[Path]) -> str | None:
+    """The commit of the rows' code, when the rows record one (a "commit" field)."""
+    import json
+
+    found = {json.loads(line).get("commit") for f in files for line in f.read_text().splitlines() if line.strip()}
+    found.discard(None)
+    return ", ".join(sorted(found)) if found else None
+
+
+def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str) -> str:
+    files = list(dict.fromkeys(rows_dir / f for t in spec["tables"] for f in t["rows"]))
+    main = _git("rev-parse", "--short", "main") or _git("rev-parse", "--short", "HEAD") or "unknown"
+    recorded = _rows_commit(files)
+    code = (f"{recorded} (recorded in the rows)" if recorded else
+            f"not recorded in the rows; the main branch when this page was rendered: {main}")
+    added = {f.name: _git("log", "-1", "--follow", "--diff-filter=AM", "--format=%h", "--", str(f)) for f in files}
+    experiments = spec.get("experiments", [])
+    for e in experiments:
+        if not (EXPERIMENTS / f"{e}.yaml").exists():
+            raise FileNotFoundError(f"page {name}: no experiment config {EXPERIMENTS / e}.yaml")
+    reproduce = [f"`python -m tta.run -m experiment={e}` then `python -m tta.report outputs/experiments/{e}`"
+                 for e in experiments] + [f"`{c}`" for c in spec.get("reproduce", [])]
+    tables, seeds = [], set()
+    for t in spec["tables"]:
+        opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
+        sources = [rows_dir / f for f in t["rows"]]
+        rel = [f"docs/results/rows/{f}" for f in t["rows"]]
+        rendered = render_tables(sources, **opts)
+        seeds |= {s for r in rendered for s in r.seed_values}
+        body = "\n\n".join(r.to_markdown() for r in rendered)
+        tables.append((t.get("note"), table_command(rel, **opts), body))
+    if seeds == {42}:
+        seed_line = ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
+                     "seeds move them is in [seeds.md](seeds.md). Multi-seed tables with intervals come later.")
+    else:
+        seed_line = (f"Seeds: {', '.join(map(str, sorted(seeds)))}; each column is one seed unless its title says "
+                     f"\"mean of N seeds\". Multi-seed tables with intervals come later.")
+    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", seed_line, "",
+             "| | |", "|---|---|",
+             f"| rendered by | `python -m tta.report --pages {spec_path} --page {name}` |",
+             "| rows | " + ", ".join(f"[rows/{f.name}](rows/{f.name})" + (f" (committed in {added[f.name]})"
+                                                                        if added[f.name] else "") for f in files) + " |",
+             f"| code of the rows | {code} |",
+             f"| rendered on | {date} |",
+             "| reproduce the rows | " + ("<br>".join(reproduce) or "no recipe recorded") + " |", ""]
+    for note, command, body in tables:
+        if note:
+            lines += [note.strip(), ""]
+        lines += [f"`{command}`", "", body, ""]
+    return "\n".join(lines)
+
+
+def render_pages(spec_path: str | Path, names: list[str] | None = None, date: str | None = None) -> list[Path]:
+    """Write docs/results/<name>.md for the pages of ``spec_path`` (all, or ``names``); returns the paths."""
+    spec_path = Path(spec_path)
+    pages = yaml.safe_load(spec_path.read_text())
+    unknown = set(names or []) - set(pages)
+    if unknown:
+        raise ValueError(f"no page(s) {', '.join(sorted(unknown))} in {spec_path}; pages: {', '.join(pages)}")
+    date = date or datetime.date.today().isoformat()
+    try:
+        shown = spec_path.resolve().relative_to(ROOT)
+    except ValueError:
+        shown = spec_path
+    written = []
+    for name, spec in pages.items():
+        if names and name not in names:
+            continue
+        out = spec_path.parent / f"{name}.md"
+        out.write_text(render_page(name, spec, spec_path.parent / "rows", str(shown), date))
+        written.append(out)
+    return written
