@@ -5,8 +5,15 @@ Public interface: :func:`tta.shifts.perturb_text` and :func:`tta.shifts.text_shi
 sentence-level originals that need a local model path) and :data:`HATVTR_TEXT_SHIFTS`.
 """
 
-from tta.shifts.text import character, schiappa, sentence, seq2seq, word  # noqa: F401  (register the shifts)
-from tta.shifts.text.core import TextOutcome, perturb_text_detailed, requires_model
+import importlib
+import pkgutil
+
+# every module of this package registers its shifts on import: a new shift is one module plus one config
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "samples":  # the samples page writer is a tool, not a shift
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+from tta.shifts.text.core import TextOutcome, perturb_text_detailed, requires_model  # noqa: E402
 
 # The 15 t2v query shifts of HAT-VTR (App. B.4, Table 10) with their default severities (character 7, word 2,
 # sentence 1). The sentence-level ones run as their rule-based approximations unless a model path is given.

@@ -1,4 +1,4 @@
-"""Video shifts (MLVP, spec/mlvp.md). Importing this package registers them.
+"""Video shifts (MLVP, docs/shifts/mlvp.md). Importing this package registers them.
 
 low level: noise (gaussian, impulse), weather (fog, snow), geometric (elastic_distortion), codec
 (h264_compression); mid level: flow_blur (motion_blur, video_defocus), occlusion (main_object_occlusion); high
@@ -7,16 +7,11 @@ Mixed streams (mixed_severity, mixed_types) are resolved per item by :mod:`tta.s
 Schiappa et al.'s extra visual perturbations (``schiappa_*``) are registered by :mod:`tta.shifts.video.schiappa`.
 """
 
-from tta.shifts.video import (  # noqa: F401
-    codec,
-    event,
-    flow_blur,
-    geometric,
-    noise,
-    occlusion,
-    schiappa,  # noqa: F401
-    style,
-    temporal,
-    weather,
-)
-from tta.shifts.video.common import ShiftContext  # noqa: F401
+import importlib
+import pkgutil
+
+# every module of this package registers its shifts on import: a new shift is one module plus one config
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+from tta.shifts.video.common import ShiftContext  # noqa: E402, F401
