@@ -33,7 +33,7 @@ MODULES = tta_modules()
 def test_the_module_list_is_complete():
     found = {m.name for m in pkgutil.walk_packages(tta.__path__, prefix="tta.")}
     assert found <= set(MODULES), sorted(found - set(MODULES))
-    assert {"tta.run", "tta.adapters.base", "tta.models.retrieval", "tta.metrics.retrieval", "tta.synth.render"} \\
+    assert {"tta.run", "tta.adapters.base", "tta.models.retrieval", "tta.metrics.retrieval", "tta.synth.render"} \
         <= set(MODULES)
 
 
