@@ -165,3 +165,37 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section(f"fast-tier tests over {FAST_TEST_BUDGET_S:.1f} s (move to the full tier?)")
         for d, n in over:
             terminalreporter.write_line(f"{d:6.2f}s {n}")
+
+
+# ------------------------------------------------------------------------------------- module-coverage check
+# TTA_MODULE_CALLS=<file> records which tta modules had a function called during the session (a cheap stand-in for
+# coverage, which is not a dependency) and writes the modules never exercised to <file> (docs/testing.md).
+_CALLED: set[str] = set()
+
+
+def _profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_name != "<module>":
+        _CALLED.add(frame.f_code.co_filename)
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("TTA_MODULE_CALLS"):
+        import sys
+        import threading
+
+        sys.setprofile(_profile)
+        threading.setprofile(_profile)
+
+
+def pytest_sessionfinish(session):
+    out = os.environ.get("TTA_MODULE_CALLS")
+    if not out:
+        return
+    import sys
+
+    sys.setprofile(None)
+    pkg = Path(__file__).resolve().parents[1] / "tta"
+    files = {str(p.resolve()) for p in pkg.rglob("*.py") if p.stat().st_size and p.name != "__init__.py"}
+    called = {str(Path(f).resolve()) for f in _CALLED if f.endswith(".py")}
+    missing = sorted(str(Path(f).relative_to(pkg.parent)) for f in files - called)
+    Path(out).write_text("".join(f"{m}\n" for m in missing))
