@@ -90,7 +90,7 @@ def _source(obj) -> str:
         return ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _spawning_helpers(module) -> frozenset[str]:
     """Names of the module-level functions of ``module`` that start a subprocess, directly or via each other."""
     funcs = {n: _source(f) for n, f in vars(module).items()

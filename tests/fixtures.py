@@ -199,3 +199,43 @@ def stream(adapter, batches: list[dict]) -> torch.Tensor:
                         enable_model_summary=False, enable_progress_bar=False)
     trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
     return torch.cat(adapter.rows[before:])
+
+
+# ------------------------------------------------------------------------------------------------ real captions
+MSRVTT_CSV_NAME = "MSRVTT_JSFUSION_test.csv"
+
+
+def find_msrvtt_csv():
+    """``shared/data/MSRVTT_JSFUSION_test.csv`` beside the repository or beside any ancestor folder (a git worktree
+    such as /work/wt/<name> finds /work/shared), or ``$TTA_MSRVTT_CSV``; None when absent."""
+    import os
+    from pathlib import Path
+
+    env = os.environ.get("TTA_MSRVTT_CSV")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    repo = Path(__file__).resolve().parents[1]
+    for folder in repo.parents:
+        path = folder / "shared" / "data" / MSRVTT_CSV_NAME
+        if path.is_file():
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _caption_rows(path: str) -> tuple[tuple[str, str], ...]:
+    import csv
+
+    with open(path, newline="") as f:
+        return tuple((r["key"], r["sentence"]) for r in csv.DictReader(f))
+
+
+def real_captions(n: int = 4) -> list[tuple[str, str]]:
+    """The first ``n`` (caption id, caption) of the MSR-VTT 1k-A test list; skips the test when the file is absent."""
+    import pytest
+
+    path = find_msrvtt_csv()
+    if path is None:
+        pytest.skip(f"real MSR-VTT captions ({MSRVTT_CSV_NAME}) not found in shared/data beside the repository or an "
+                    "ancestor folder; set TTA_MSRVTT_CSV")
+    return list(_caption_rows(str(path))[:n])
