@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh clone:
 #   make run    -> set up .venv if needed, then the default online TTA run on the embedded benchmark
-#   make test   -> set up .venv if needed, then the test suite
+#   make test   -> set up .venv if needed, then the test suite (both tiers: what CI runs)
+#   make test-fast -> the fast tier only (docs/testing.md): no rendered benchmark, no subprocess, under 90 s
 # Extra arguments: make run ARGS="model=xpool adapter=source shift=gaussian shift.severity=5"
 PY ?= python3
 VENV ?= .venv
@@ -56,4 +57,8 @@ run: setup
 test: setup
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-.PHONY: setup run test wordnet imagemagick
+# the developer loop: tests marked fast by tests/conftest.py (one torch thread: the tiny models run fastest so)
+test-fast: setup
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -m fast $(PYTEST_ARGS)
+
+.PHONY: setup run test test-fast wordnet imagemagick

@@ -1,0 +1,141 @@
+"""The adapter contract (ARCHITECTURE.md "Habits") on the in-memory tiny model, for every conf/adapter/*.yaml and
+both heads and directions - the fast-tier twin of tests/test_adapter_contract.py (which runs on the rendered
+benchmark):
+
+* only the query encoder's LayerNorm weights and biases may move (nothing for gradient-free methods);
+* the scores are finite and one row per query over the whole gallery;
+* ``reset()`` restores the parameters and the optimizer state bit-exactly: the first batch after a reset scores the
+  same bit for bit;
+* ``source`` scores the frozen model's similarity.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.fixtures import build_fast_env, make_fast_adapter, stream
+from tta.utils.config import CONF_DIR
+
+pytestmark = pytest.mark.usefixtures("single_thread_torch")
+
+ADAPTERS = sorted(p.stem for p in (Path(CONF_DIR) / "adapter").glob("*.yaml"))
+UNTOUCHED = {"source", "hsm", "dsl", "qbnorm"}  # gradient-free whatever their config
+
+
+ENVS = [("meanp", "v2t"), ("xpool", "v2t"), ("meanp", "t2v"), ("xpool", "t2v")]
+# every adapter on CLIP4Clip-v2t and X-Pool-t2v (both heads, both directions); the LN-adapting reference methods
+# and the gradient-free source on all four (the full tier's tests/test_adapter_contract.py runs every pair)
+EVERYWHERE = {"source", "tent", "hatvtr", "tcr"}
+CASES = [(env, name) for name in ADAPTERS for env in ENVS
+         if name in EVERYWHERE or env in (("meanp", "v2t"), ("xpool", "t2v"))]
+
+
+@functools.cache
+def _env(head: str, task: str):
+    return build_fast_env(head, task, batch_sizes=(4, 3))
+
+
+@pytest.fixture(params=ENVS, ids=lambda p: f"{p[0]}-{p[1]}")
+def env(request):
+    return _env(*request.param)
+
+
+def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same(a, b) -> bool:
+    """Recursive bit-exact equality of (nested) optimizer state dicts."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def _query_ln_names(model, task: str) -> set[str]:
+    side = "video" if task == "v2t" else "text"
+    tower = model.tower(side)
+    prefixes = [n for n, m in model.named_modules() if m is tower]
+    out = set()
+    for ln_name, ln in model.layer_norms(side):
+        for pname, _ in ln.named_parameters(recurse=False):
+            local = f"{ln_name}.{pname}" if ln_name else pname
+            out |= {f"{p}.{local}" if p else local for p in prefixes}
+    return out
+
+
+def test_every_adapter_config_is_covered():
+    assert {"source", "hsm", "hatvtr", "tcr", "tent", "eata", "sar", "read"} <= set(ADAPTERS)
+
+
+@pytest.mark.parametrize(("case", "name"), CASES, ids=[f"{e[0]}-{e[1]}-{n}" for e, n in CASES])
+def test_adapter_contract(case, name):
+    env = _env(*case)
+    adapter = make_fast_adapter(env, name)
+    model = adapter.model
+    before = _state(model)
+    allowed = _query_ln_names(model, env.task)
+    assert allowed, "the tiny model has no query-side LayerNorms"
+    named = dict(model.named_parameters())
+    adapted = {id(p) for p in adapter.params_to_adapt()}
+    assert adapted <= {id(named[n]) for n in allowed}, f"{name} adapts parameters outside the query LayerNorms"
+
+    adapter.setup("test")
+    optim0 = copy.deepcopy(adapter.optimizer.state_dict()) if adapter.optimizer is not None else None
+    first = stream(adapter, env.batches)
+    assert first.shape == (sum(len(b["index"]) for b in env.batches), env.gallery.shape[0])
+    assert torch.isfinite(first).all(), f"{name}: non-finite scores"
+
+    after = _state(model)
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved <= allowed, f"{name} changed {sorted(moved - allowed)[:5]}"
+    if name in UNTOUCHED or not adapted:
+        assert not moved, f"{name} is gradient-free but changed {sorted(moved)[:5]}"
+    assert all(torch.isfinite(v).all() for v in after.values() if v.is_floating_point()), f"{name}: non-finite weights"
+
+    adapter.reset()
+    restored = _state(model)
+    assert all(torch.equal(before[k], restored[k]) for k in before), f"{name}: reset() did not restore the weights"
+    if optim0 is not None:
+        assert _same(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
+    again = stream(adapter, env.batches[:1])
+    assert torch.equal(first[: len(again)], again), f"{name}: scores after reset() differ from the first pass"
+
+
+def test_gradient_methods_do_move_the_query_layernorms():
+    """On the tiny model the LN-adapting methods really update something (the contract is not vacuous)."""
+    env = _env("meanp", "v2t")
+    for name in ("tent", "hatvtr"):
+        adapter = make_fast_adapter(env, name)
+        before = _state(adapter.model)
+        stream(adapter, env.batches)
+        after = _state(adapter.model)
+        assert any(not torch.equal(before[k], after[k]) for k in before), f"{name} did not update anything"
+
+
+def test_source_scores_the_frozen_model(env):
+    adapter = make_fast_adapter(env, "source")
+    rows = stream(adapter, env.batches)
+    with torch.no_grad():
+        for batch, got in zip(env.batches, rows.split([len(b["index"]) for b in env.batches]), strict=True):
+            feats = env.model.encode_video(batch["video"]) if env.task == "v2t" else env.model.encode_text(
+                batch["tokens"])
+            torch.testing.assert_close(got, env.model.similarity(feats, env.gallery).float(), rtol=0, atol=1e-6)
+
+
+def test_segment_change_resets_per_shift():
+    """A new ``segment`` in the batch dict resets a per_shift adapter: the same batch scores as on a fresh model."""
+    env = build_fast_env("meanp", "v2t", batch_sizes=(4, 4), segments=(0, 1))
+    first = env.batches[0]
+    again = dict(first, segment=1)
+    adapter = make_fast_adapter(env, "tent")
+    rows = stream(adapter, [first, again])
+    assert torch.equal(rows[:4], rows[4:])
