@@ -13,8 +13,6 @@ import torch
 
 # tiny sizes that go through every real code path (MP4 writing/decoding, pretraining, fine-tuning, online run)
 TINY_DATA = ["data.synth.n_train=24", "data.synth.n_val=8", "data.synth.n_test=40", "data.workers=1"]
-TINY_RECIPE = ["steps=6", "batch_size=8", "warmup=2", "pretrain_overrides.steps=6", "pretrain_overrides.batch_size=16",
-               "pretrain_corpus.n_images=48", "workers=1", "progress_bar=false", "eval_subset=8"]
 
 
 @pytest.fixture(scope="session")
@@ -24,9 +22,8 @@ def tiny_cache(tmp_path_factory) -> Path:
 
 
 def tiny_overrides(cache: Path, *extra: str) -> list[str]:
-    recipe = "[" + ",".join(f"'{r}'" for r in TINY_RECIPE) + "]"
-    return [f"paths.cache_dir={cache}", f"embedded_recipe={recipe}", "trainer.enable_progress_bar=false",
-            "trainer.accelerator=cpu", *TINY_DATA, *extra]
+    """Overrides of a tiny run (tta/conf/debug/tiny.yaml) in ``cache``."""
+    return ["debug=tiny", f"paths.cache_dir={cache}", *extra]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +66,7 @@ HEAVY_TESTS = {
     "tests/test_multi_caption.py::test_t2v_all_captions_end_to_end": "whole tta.run.run",
     "tests/test_multi_caption.py::test_v2t_all_captions_end_to_end": "whole tta.run.run",
     "tests/test_multi_caption.py::test_first_caption_protocol_is_unchanged": "whole tta.run.run",
-    "tests/test_sweep_report.py::test_paper_table_recipe_names_registered_shifts_and_composes": "composes every shift",
+    "tests/test_sweep_report.py::test_paper_table_experiments_name_registered_shifts_and_compose": "composes every shift",
     "tests/test_shift_text_sentence.py::test_registry_and_hydra_choices": "composes every text shift",
     "tests/test_shift_text_sentence.py::test_real_model_hook_needs_a_path_and_runs_a_local_checkpoint": "seq2seq model",
     "tests/test_video_io.py::test_decord_vs_pyav": "real sample MP4s",

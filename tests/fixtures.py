@@ -118,7 +118,7 @@ def build_fast_env(head: str = "meanp", task: str = "v2t", batch_sizes: tuple[in
     ``segments`` gives each batch a ``"segment"`` entry (stream scenarios); absent by default, as in a plain run.
     """
     from tta.data.stream import Collate
-    from tta.data.transforms import clip_transform
+    from tta.media.transforms import clip_transform
     from tta.models.encode import encode_texts, encode_videos
 
     if sum(batch_sizes) > n:
@@ -169,24 +169,14 @@ def adapter_config(adapter: str, task: str, head: str, overrides: tuple[str, ...
 
 
 def make_fast_adapter(env: FastEnv, adapter: str, *overrides: str, model: RetrievalModel | None = None):
-    """Instantiate ``tta/conf/adapter/<adapter>.yaml`` and bind it to a copy of ``env.model`` (or ``model``).
-
-    The ONE place the fast tests build adapters: when ``tta.adapters.build_adapter(cfg, model, gallery, gt,
-    gallery_class, source_split)`` lands, replace the body below with that call.
-    """
-    from hydra.utils import instantiate
+    """``tta/conf/adapter/<adapter>.yaml`` built by the runner's own :func:`tta.adapters.build_adapter`, bound to a
+    copy of ``env.model`` (or ``model``). The fast tier has no training split: adapters that ask for clean source
+    pairs belong to the full tier (tests/adapter_env.py)."""
+    from tta.adapters import build_adapter
 
     cfg = adapter_config(adapter, env.task, env.head, tuple(overrides))
     assert cfg.task == env.task
-    obj = instantiate(cfg.adapter.method)
-    if cfg.get("posthoc") is not None and cfg.posthoc.get("_target_"):
-        obj.posthoc = instantiate(cfg.posthoc)
-    obj.bind(model if model is not None else copy.deepcopy(env.model), env.task, env.gallery, env.gt)
-    needs = getattr(obj, "needs_source_split", lambda: 0)()
-    if needs:
-        raise NotImplementedError(f"adapter={adapter} {overrides} needs {needs} clean source pairs; the fast tier "
-                                  "has no training split (use the full-tier tests/adapter_env.py)")
-    return obj
+    return build_adapter(cfg, model if model is not None else copy.deepcopy(env.model), env.gallery, env.gt)
 
 
 def stream(adapter, batches: list[dict]) -> torch.Tensor:

@@ -41,7 +41,8 @@ def test_active_rewrites_agentive_passives(src, out):
 
 
 def test_voice_rules_change_what_they_claim_and_leave_the_rest():
-    """On the real captions: a changed output is the claimed rewrite (nouns kept, 'by' added/removed); an
+    """On the real captions: a changed output is the claimed rewrite (nouns kept, 'by' added/removed, or the
+    agent 'someone' for an agentless passive); an
     unchanged one matched no rule; both are round-trip consistent for simple clauses."""
     n_pass = n_act = 0
     for _cid, cap in msrvtt_captions(300):
@@ -54,7 +55,8 @@ def test_voice_rules_change_what_they_claim_and_leave_the_rest():
         a = perturb_text(cap, "active_approx", 1, 0, **NOFILTER)
         if a != cap:
             n_act += 1
-            assert "by" in words and nouns <= set(a.split()), (cap, a)
+            # an agentive passive loses its "by"; an agentless one gets the agent "someone"
+            assert ("by" in words or a.startswith("someone ")) and nouns <= set(a.split()), (cap, a)
     assert n_pass >= 60 and n_act >= 1  # captions are mostly progressive clauses, rarely agentive passives
     for src in ("a man is driving a car", "two men discuss social issues", "a boy plays a game"):
         back = perturb_text(perturb_text(src, "passive_approx", 1, 0, **NOFILTER), "active_approx", 1, 0, **NOFILTER)

@@ -65,7 +65,7 @@ def test_fast_env_batches_match_the_runner_format(task):
 
 
 def test_embedded_recipe_key_ignores_volatile_settings():
-    from tta.models.zoo import _recipe_key
+    from tta.synth.zoo import _recipe_key
 
     base = OmegaConf.create({"steps": 6, "lr": 1e-4, "workers": 1, "progress_bar": False, "data": {"name": "synth"}})
     other = OmegaConf.create({"steps": 6, "lr": 1e-4, "workers": 8, "progress_bar": True,

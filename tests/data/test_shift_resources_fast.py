@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from tests.fixtures import tiny_model
+from tta.data.shift_resources import build_resources, find_main_objects, model_digest
 from tta.data.stream import ShiftSpec
 from tta.shifts.video.adain import adain, channel_stats, stylise
-from tta.shifts.video.resources import build_resources, find_main_objects, model_digest
 from tta.shifts.video.schiappa import SCHIAPPA_CATEGORY, SCHIAPPA_SHIFTS
 from tta.synth.vocab import COLOURS, colour_rgb
 
