@@ -57,9 +57,9 @@ def test_the_classification_rules_on_known_tests(request):
     by_id = {it.nodeid: it for it in request.session.items}
     assert conftest.tier_reasons(request.node) == []
     known = {
-        "tests/test_adapter_contract.py::test_adapters_are_discovered": [],
+        "tests/adapters/test_adapter_contract.py::test_adapters_are_discovered": [],
         "tests/test_lint.py::test_ruff_check_is_clean": ["subprocess"],
-        "tests/test_io.py::test_file_lock_serialises_processes": ["subprocess"],
+        "tests/utils/test_io.py::test_file_lock_serialises_processes": ["subprocess"],
     }
     for nodeid, expected in known.items():
         if nodeid in by_id:

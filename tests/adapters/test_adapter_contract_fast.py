@@ -1,5 +1,5 @@
 """The adapter contract (ARCHITECTURE.md "Habits") on the in-memory tiny model, for every conf/adapter/*.yaml and
-both heads and directions - the fast-tier twin of tests/test_adapter_contract.py (which runs on the rendered
+both heads and directions - the fast-tier twin of tests/adapters/test_adapter_contract.py (which runs on the rendered
 benchmark):
 
 * only the query encoder's LayerNorm weights and biases may move (nothing for gradient-free methods);
@@ -29,7 +29,7 @@ UNTOUCHED = {"source", "hsm", "dsl", "qbnorm"}  # gradient-free whatever their c
 
 ENVS = [("meanp", "v2t"), ("xpool", "v2t"), ("meanp", "t2v"), ("xpool", "t2v")]
 # every adapter on CLIP4Clip-v2t and X-Pool-t2v (both heads, both directions); the LN-adapting reference methods
-# and the gradient-free source on all four (the full tier's tests/test_adapter_contract.py runs every pair)
+# and the gradient-free source on all four (the full tier's tests/adapters/test_adapter_contract.py runs every pair)
 EVERYWHERE = {"source", "tent", "hatvtr", "tcr"}
 CASES = [(env, name) for name in ADAPTERS for env in ENVS
          if name in EVERYWHERE or env in (("meanp", "v2t"), ("xpool", "t2v"))]

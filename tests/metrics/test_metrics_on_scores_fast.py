@@ -1,5 +1,5 @@
 """Retrieval and hubness metrics on constructed score matrices and on the tiny model's scores (fast tier); the
-exhaustive metric checks (brute force, ties, medians, errors) are in tests/test_metrics.py, also fast."""
+exhaustive metric checks (brute force, ties, medians, errors) are in tests/metrics/test_metrics.py, also fast."""
 
 from __future__ import annotations
 

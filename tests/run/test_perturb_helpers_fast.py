@@ -1,5 +1,5 @@
 """``python -m tta.perturb`` helpers that need no rendered benchmark (fast tier); the CLI itself runs in the full
-tier (tests/test_perturb_cli.py)."""
+tier (tests/run/test_perturb_cli.py)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fixtures import real_captions
-from tests.text_captions import need_wordnet
+from tests.shifts.text.text_captions import need_wordnet
 from tta.shifts import item_seed, perturb_text, shift_kind, text_shift_names
 from tta.shifts.registry import get_shift
 from tta.shifts.text import HATVTR_TEXT_SHIFTS, requires_model

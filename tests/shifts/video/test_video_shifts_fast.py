@@ -2,7 +2,7 @@
 :func:`tta.shifts.perturb_video` - uint8 (T', H, W, 3) out, T' = T unless the shift changes time, bit-exact for a
 fixed item seed - and a severity trend (severity 5 departs from the clean clip at least as far as severity 1).
 Also the stream path: :class:`tta.data.stream.ShiftSpec` applies the shift of a run per item, mixed streams
-included. The shift-specific checks live in tests/test_shift_video_*.py and tests/test_shift_schiappa.py."""
+included. The shift-specific checks live in tests/test_shift_video_*.py and tests/shifts/video/test_shift_schiappa.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.fixtures import moving_shape_clip
-from tests.video_shift_env import context_for, donor_pool  # noqa: F401  (fixture)
+from tests.shifts.video.video_shift_env import context_for, donor_pool  # noqa: F401  (fixture)
 from tta.data.stream import ShiftSpec
 from tta.shifts import item_seed, perturb_video, shift_kind, video_shift_names
 from tta.shifts.registry import get_shift
@@ -20,12 +20,12 @@ NAMES = video_shift_names()
 NOT_MONOTONE = {"elastic_distortion", "temporal_scrambling", "event_insertion", "schiappa_jumbling",
                 "schiappa_box_jumbling", "schiappa_reverse_sampling", "schiappa_freeze", "schiappa_sampling",
                 "schiappa_static_rotate", "schiappa_translation", "main_object_occlusion"}
-# the full AdaIN needs VGG weights on disk: tests/test_shift_video_mid_high.py (full tier)
+# the full AdaIN needs VGG weights on disk: tests/shifts/video/test_shift_video_mid_high.py (full tier)
 NOT_IN_FAST = {"style_transfer"}
-# snow blurs with ImageMagick (a native library): the full tier tests it (tests/test_shift_fidelity.py); the fast
+# snow blurs with ImageMagick (a native library): the full tier tests it (tests/shifts/test_shift_fidelity.py); the fast
 # tier checks snow_approx, the same snow layers with the tap-sum blur
 NOT_IN_FAST = NOT_IN_FAST | {"snow"}
-# x264's default lookahead/mbtree is not bit-stable under CPU load (tests/test_shift_video_contract.py)
+# x264's default lookahead/mbtree is not bit-stable under CPU load (tests/shifts/video/test_shift_video_contract.py)
 OPTIONS = {"h264_compression": {"x264_params": "rc-lookahead=0:mbtree=0"}}
 LENGTH = {"schiappa_jumbling": 24, "schiappa_freeze": 24, "schiappa_box_jumbling": 96}  # boxes of up to 32 frames
 

@@ -17,7 +17,7 @@ seeds are those of ``snow`` (:data:`tta.shifts.SEED_ALIASES`), so both draw the 
 only in the blur. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against
 ImageMagick 6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several
 angles, the two agree exactly on 99.8 % of pixels and never differ by more than one grey level (rounding instead
-agreed on 51-75 %; ``tests/test_shift_video_stats.py``, run where Wand loads). Embedded results labelled ``snow``
+agreed on 51-75 %; ``tests/shifts/video/test_shift_video_stats.py``, run where Wand loads). Embedded results labelled ``snow``
 before 2026-11-23 ran the approximation (Wand was missing) and are re-labelled ``snow_approx``.
 """
 

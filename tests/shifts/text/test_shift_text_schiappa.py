@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.text_captions import msrvtt_captions, need_wordnet
+from tests.shifts.text.text_captions import msrvtt_captions, need_wordnet
 from tta.shifts import item_seed, perturb_text
 from tta.shifts.text.pos import pos_tag
 from tta.shifts.text.schiappa import ADVERBS, IRRELEVANT_PHRASES

@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from tests.adapter_env import build_env, make_adapter, stream
+from tests.adapters.adapter_env import build_env, make_adapter, stream
 from tta.adapters.base import BASE_STATE_KEYS
 from tta.utils.config import CONF_DIR
 

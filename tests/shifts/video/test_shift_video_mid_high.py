@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.video_shift_env import BOX, donor_pool, main_objects, sample_video, textured_clip  # noqa: F401
+from tests.shifts.video.video_shift_env import BOX, donor_pool, main_objects, sample_video, textured_clip  # noqa: F401
 from tta.media.frames import uniform_frame_indices
 from tta.shifts import perturb_video
 from tta.shifts.video.common import ShiftContext

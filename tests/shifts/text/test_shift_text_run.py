@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import tiny_overrides
-from tests.text_captions import msrvtt_captions, need_wordnet
+from tests.shifts.text.text_captions import msrvtt_captions, need_wordnet
 from tta.run import run
 from tta.shifts import text_shift_names
 from tta.shifts.text import requires_model

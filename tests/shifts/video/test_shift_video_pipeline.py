@@ -7,7 +7,15 @@ import json
 import pytest
 import torch
 
-from tests.video_shift_env import MLVP, donor_pool, main_objects, pair_for, sample_video, textured_clip, write_clip  # noqa: F401
+from tests.shifts.video.video_shift_env import (  # noqa: F401
+    MLVP,
+    donor_pool,
+    main_objects,
+    pair_for,
+    sample_video,
+    textured_clip,
+    write_clip,
+)
 from tta.data.cache import FrameCache
 from tta.data.stream import PerturbedCopy, ShiftSpec, VideoItems
 from tta.media.frames import uniform_frame_indices

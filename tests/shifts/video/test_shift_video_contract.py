@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.video_shift_env import MLVP, NO_RANDOMNESS, context_for, donor_pool, textured_clip  # noqa: F401
+from tests.shifts.video.video_shift_env import MLVP, NO_RANDOMNESS, context_for, donor_pool, textured_clip  # noqa: F401
 from tta.shifts import item_seed, perturb_video, video_shift_names
 from tta.shifts.registry import get_shift
 

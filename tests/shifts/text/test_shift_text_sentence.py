@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.text_captions import msrvtt_captions, need_wordnet
+from tests.shifts.text.text_captions import msrvtt_captions, need_wordnet
 from tta.shifts import item_seed, perturb_text, text_shift_names
 from tta.shifts.registry import get_shift
 from tta.shifts.text import APPROXIMATION, HATVTR_TEXT_SHIFTS, perturb_text_detailed, requires_model

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from tests.video_shift_env import textured_clip
+from tests.shifts.video.video_shift_env import textured_clip
 from tta.shifts import item_seed, perturb_text, perturb_video, text_shift_names, video_shift_names
 from tta.shifts.registry import implementation_record
 from tta.shifts.video.weather import wand_available
 
-CONF = Path(__file__).resolve().parents[1] / "tta" / "conf" / "shift"
+CONF = Path(__file__).resolve().parents[2] / "tta" / "conf" / "shift"
 need_wand = pytest.mark.skipif(not wand_available(), reason="Wand / libmagickwand not installed (make setup)")
 
 
@@ -229,7 +229,7 @@ def test_apply_at_canonical_shifts_the_224_frame_and_native_is_the_default():
 
 
 def test_apply_at_canonical_maps_the_occlusion_box():
-    from tests.video_shift_env import main_objects
+    from tests.shifts.video.video_shift_env import main_objects
     from tta.shifts.video.common import ShiftContext
 
     clip = torch.full((2, 100, 200, 3), 255, dtype=torch.uint8)  # short side 100 -> 224, long 448 -> crop 112..336

@@ -12,7 +12,7 @@ import open_clip
 import pytest
 import torch
 
-from tests.test_readers_real_formats import tiny_video
+from tests.data.test_readers_real_formats import tiny_video
 from tta.models.convert import main as convert_main
 from tta.run import run
 from tta.utils.config import compose

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.adapter_env import build_env, make_adapter, stream
+from tests.adapters.adapter_env import build_env, make_adapter, stream
 from tests.conftest import tiny_overrides
 from tta.adapters.components.hsm import hsm_refine
 from tta.adapters.components.losses import (

@@ -32,7 +32,7 @@ from tta.data.readers import (
 from tta.data.registry import load_pairs
 from tta.media.video import read_frames
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REAL_MSRVTT = REPO.parent / "shared" / "data" / "MSRVTT_JSFUSION_test.csv"
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.video_shift_env import sample_video, textured_clip
+from tests.shifts.video.video_shift_env import sample_video, textured_clip
 from tta.shifts import perturb_video
 from tta.shifts.video.codec import H264_BITRATE, h264_roundtrip
 from tta.shifts.video.common import numpy_rng

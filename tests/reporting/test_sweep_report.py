@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tiny_overrides
-from tests.wandb_offline import summarize
+from tests.reporting.wandb_offline import summarize
 from tta.report import build_report
 from tta.report import main as report_main
 from tta.run import run
 from tta.utils.config import compose
 from tta.utils.sweep import job_dirname
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = ("source", "tent", "hsm")
 SHIFTS = ("clean", "gaussian")
 

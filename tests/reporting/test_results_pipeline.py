@@ -25,7 +25,7 @@ from tta.reporting.plots import row_ranks
 from tta.reporting.tables import list_table, paper_tables, pivot_tables
 from tta.utils.config import compose
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "tta" / "conf" / "experiment").glob("*.yaml"))
 CONF = ROOT / "tta" / "conf"

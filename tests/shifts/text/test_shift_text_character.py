@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from tests.text_captions import msrvtt_captions
+from tests.shifts.text.text_captions import msrvtt_captions
 from tta.shifts import item_seed, perturb_text, text_shift_names
 from tta.shifts.text import HATVTR_TEXT_SHIFTS
 

@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from tests.test_real_path_e2e import N, _msvd, official_checkpoints  # noqa: F401 - fixture
+from tests.run.test_real_path_e2e import N, _msvd, official_checkpoints  # noqa: F401 - fixture
 from tta.data.layout import EvalLayout
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.data.screen import BadInputError, screen_pairs

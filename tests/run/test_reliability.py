@@ -18,7 +18,7 @@ from tta.results import collapse_check
 from tta.run import run
 from tta.utils.config import compose
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # 3 shifts x 40 queries in batches of 2 = 60 batches of HAT-VTR (memories, RM, AdamW state all in play)
 STREAM = ["adapter=hatvtr", "scenario=continual", "scenario.stream=[gaussian:1,gaussian:3,gaussian:5]",
           "batch_size=2", "checkpoint_every=1", "save.sims=true"]
@@ -134,8 +134,8 @@ def test_non_finite_loss_skips_the_update_and_is_counted(tiny_cache, tmp_path, m
 # ------------------------------------------------------------------------------------------------------ bad inputs
 # An MSR-VTT-format dataset (JSFusion CSV + videos/) of real files: good tiny clips plus one of each bad input, run
 # with a converted official-layout checkpoint (the real path). Every problem has an exact, asserted behaviour.
-from tests.test_readers_real_formats import tiny_video  # noqa: E402
-from tests.test_real_path_e2e import official_checkpoints  # noqa: E402,F401 - fixture
+from tests.data.test_readers_real_formats import tiny_video  # noqa: E402
+from tests.run.test_real_path_e2e import official_checkpoints  # noqa: E402,F401 - fixture
 from tta.data.cache import FrameCache, limit_side  # noqa: E402
 from tta.data.readers.msrvtt import VideoTextPair, write_jsfusion_test_csv  # noqa: E402
 from tta.data.screen import BadInputError, screen_pairs  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from tests.fixtures import MSRVTT_CSV_NAME, find_msrvtt_csv
 
 # beside the repository, or beside an ancestor folder (a worktree /work/wt/<name> finds /work/shared), or $TTA_MSRVTT_CSV
-MSRVTT_CSV = find_msrvtt_csv() or Path(__file__).resolve().parents[1].parent / "shared" / "data" / MSRVTT_CSV_NAME
+MSRVTT_CSV = find_msrvtt_csv() or Path(__file__).resolve().parents[3].parent / "shared" / "data" / MSRVTT_CSV_NAME
 
 
 @lru_cache(maxsize=1)
