@@ -50,7 +50,7 @@ def find_main_objects(root: Path, name: str) -> Path | None:
 
 
 def load_main_objects(data_cfg, cache: Path) -> dict:
-    """{video id: docs/shifts/mlvp.md, main-object metadata entry} of the dataset, or {} (with a warning) when it has no main-objects file."""
+    """{video id: main-objects entry (docs/shifts/mlvp.md)} of the dataset, or {} (with a warning) when it has no main-objects file."""
     root = dataset_root(data_cfg, cache)
     file = find_main_objects(root, data_cfg.name)
     if file is None:
@@ -110,7 +110,7 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
 
 
 def generated_caption(main_objects: dict, video_id: str) -> str | None:
-    """The generated caption (``video_caption`` of the main-objects JSON, docs/shifts/mlvp.md, main-object metadata) of a video, or None."""
+    """The generated caption (``video_caption`` of the main-objects JSON; docs/shifts/mlvp.md) of a video, or None."""
     return (main_objects.get(video_id.replace("/", "_")) or {}).get("video_caption") or None
 
 

@@ -1,4 +1,4 @@
-"""Character-level text shifts (docs/shifts/text.md: the 15 types; character level, Qiu et al. Table 8; Qiu et al. Sec. 2, Table 8; Schiappa et al.
+"""Character-level text shifts (docs/shifts/text.md, character level; Qiu et al. Sec. 2, Table 8; Schiappa et al.
 Sec. 3.2 "ChangeChar", Fig. 3).
 
 The five HAT-VTR types call nlpaug 1.1.11 exactly as the HAT-VTR code does — ``OcrAug(aug_word_p=r)`` and

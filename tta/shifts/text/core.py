@@ -20,7 +20,7 @@ import numpy as np
 
 from tta.shifts.registry import check_severity, get_shift, register_text_shift
 
-CHAR_SEVERITIES = tuple(range(1, 8))  # docs/shifts/text.md, severity, HAT-VTR App. B.4: s = 1..7, r = 0.05·s
+CHAR_SEVERITIES = tuple(range(1, 8))  # s = 1..7, r = 0.05·s (docs/shifts/text.md, severity; HAT-VTR App. B.4)
 SENTENCE_SEVERITIES = (1,)
 
 _DETAILED: dict[str, Callable[..., TextOutcome]] = {}
@@ -31,7 +31,7 @@ MEMO_SIZE = 200_000
 
 @dataclass(frozen=True)
 class TextOutcome:
-    """A perturbed caption and how it was obtained (docs/shifts/text.md, semantic filter: tries, final cosine, changed)."""
+    """A perturbed caption and how it was obtained (tries, final cosine, changed; docs/shifts/text.md, semantic filter)."""
 
     text: str
     tries: int = 1

@@ -277,7 +277,7 @@ def back_translation_rewrite(text: str) -> str:
 @text_shift("back_translation_approx", SENTENCE_SEVERITIES, "sentence")
 def back_translation_approx(text: str, severity: int, rng: random.Random, model_path=None,
                             reverse_model_path=None) -> TextOutcome:
-    """APPROXIMATION of back-translation en→de→en: paraphrase rules, deterministic, no filter (docs/shifts/text.md, sentence level, docs/shifts/text.md, code vs paper)."""
+    """APPROXIMATION of back-translation en→de→en: paraphrase rules, deterministic, no filter (docs/shifts/text.md: sentence level; code vs paper)."""
     _no_model("back_translation", model_path)
     return outcome(text, back_translation_rewrite(text) if text.strip() else text)
 

@@ -102,7 +102,7 @@ def _style(name: str) -> None:
         return semantic_filter(text, draw, **filt)
 
     fn.__name__ = name
-    fn.__doc__ = f"Styleformer-style {name} transfer with a local T5 checkpoint, then the semantic filter (docs/shifts/text.md, sentence level, docs/shifts/text.md, semantic filter)."
+    fn.__doc__ = f"Styleformer-style {name} transfer with a local T5 checkpoint, then the semantic filter (docs/shifts/text.md: sentence level; semantic filter)."
     text_shift(name, SENTENCE_SEVERITIES, "sentence", needs_model=True)(fn)
 
 

@@ -35,7 +35,7 @@ VARIANTS = ("vtr_tta", "qiu")
 
 @lru_cache(maxsize=65536)
 def synonyms(word: str) -> tuple[str, ...]:
-    """EDA's synonyms of ``word`` from WordNet, sorted (docs/shifts/text.md, word level step 2, docs/shifts/text.md, randomness).
+    """EDA's synonyms of ``word`` from WordNet, sorted (docs/shifts/text.md, word level; randomness).
 
     Lemma names of every synset of the word (any part of speech, via WordNet's morphology) are lower-cased,
     ``_`` and ``-`` become spaces, other non-letters are removed; the word itself is excluded.
@@ -157,7 +157,7 @@ _word_shift("word_delete", lambda w, n, r, rng: random_deletion(w, r, rng),
 @text_shift("insert_punctuation", CHAR_SEVERITIES, "word")
 def insert_punctuation(text: str, severity: int, rng: random.Random, variant: str = "vtr_tta",
                        **options) -> TextOutcome:
-    """Punctuation insertion (AEDA-style; Table 10 'IP'), semantic filter (docs/shifts/text.md, word level, docs/shifts/text.md, semantic filter)."""
+    """Punctuation insertion (AEDA-style; Table 10 'IP'), semantic filter (docs/shifts/text.md: word level; semantic filter)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     filt = filter_options(options)

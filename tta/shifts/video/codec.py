@@ -1,4 +1,4 @@
-"""Low-level codec shift of MLVP: H.264 compression (docs/shifts/mlvp.md: App. E.1; Alg. 1), a real libx264 round trip.
+"""Low-level codec shift of MLVP: H.264 compression (docs/shifts/mlvp.md, App. E.1; Alg. 1), a real libx264 round trip.
 
 Bitrate_s = 500k, 250k, 100k, 50k, 25k bit/s (Table 37). Group B: the shift receives **every** decoded frame of
 the video and its frame rate, encodes them single-pass with libx264 at the target bitrate (ABR; preset ``fast``;

@@ -1,4 +1,4 @@
-"""Helpers shared by the MLVP video shifts (docs/shifts/mlvp.md: frames; seeding): per-item random streams, the per-item context
+"""Helpers shared by the MLVP video shifts (docs/shifts/mlvp.md: frames, seeding): per-item random streams, the per-item context
 the data pipeline hands to shifts that need more than pixels, and float <-> uint8 conversions.
 
 Randomness: :func:`tta.shifts.perturb_video` seeds one ``torch.Generator`` from the item seed

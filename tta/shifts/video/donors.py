@@ -1,4 +1,4 @@
-"""The donor pool of event insertion (docs/shifts/mlvp.md: App. E.3): train-split videos embedded by the backbone.
+"""The donor pool of event insertion (docs/shifts/mlvp.md, App. E.3): train-split videos embedded by the backbone.
 
 * **Pool**: up to ``pool_size`` distinct train videos (the code README: 2 k random MSR-VTT train videos), drawn
   by a seeded permutation, so the pool never overlaps the test set; the list is recorded.

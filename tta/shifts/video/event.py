@@ -1,4 +1,4 @@
-"""High-level shift of MLVP: event insertion (docs/shifts/mlvp.md: App. E.3), a retrieved donor clip replaces the tail.
+"""High-level shift of MLVP: event insertion (docs/shifts/mlvp.md, App. E.3), a retrieved donor clip replaces the tail.
 
 ρ_s = 0.30, 0.40, 0.50, 0.60, 0.70; with F = 12 frames, k = clamp(round(F·ρ), 1, F-1) = 4, 5, 6, 7, 8 donor
 frames. The donor is the pool video (from the **train** split, so never a test video) with the largest raw dot
@@ -17,7 +17,7 @@ backbone and cached on disk; it reaches the shift as ``context.resources["donor_
 Layout (``position``): ``tail`` (default, code) keeps the first F - k of the 12 uniform frames and appends k frames
 sampled uniformly over the whole donor, bilinearly resized to H×W (no antialias, aspect not kept); ``middle``
 (paper) keeps the first ⌈(F-k)/2⌉ and the last ⌊(F-k)/2⌋ frames around the donor frames. The clip keeps F frames.
-Group A: it starts from the same 12 uniform frames as the clean clip (docs/shifts/mlvp.md, frames, container frame count).
+Group A: it starts from the same 12 uniform frames as the clean clip (container frame count; docs/shifts/mlvp.md, frames).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Mid-level, motion-driven blurs of MLVP: motion blur (docs/shifts/mlvp.md: App. E.2) and video defocus (docs/shifts/mlvp.md, App. E.2).
+"""Mid-level, motion-driven blurs of MLVP: motion blur and video defocus (docs/shifts/mlvp.md, App. E.2).
 
 Group B, one shared driver (Alg. 2): the shift receives every decoded frame, takes the uniform frame indices over
 the decoded count (docs/shifts/mlvp.md, frames) and, for each sampled index t, computes OpenCV Farneback dense flow from grey frame t-1

@@ -1,4 +1,4 @@
-"""Mixed MLVP streams (HAT-VTR App. D.2; docs/methods/protocol.md (scenarios)): a per-item choice of shift and severity.
+"""Mixed MLVP streams (HAT-VTR App. D.2; docs/methods/protocol.md, scenarios): a per-item choice of shift and severity.
 
 * ``mixed_severity`` (Table 17): one shift type (``base``) for the whole stream, each video at a severity drawn
   uniformly from ``severities`` (1-5), so batches mix severities.

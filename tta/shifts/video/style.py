@@ -1,4 +1,4 @@
-"""High-level shift of MLVP: style transfer (docs/shifts/mlvp.md: App. E.3) and its weight-free approximation (docs/shifts/mlvp.md, offline substitutes).
+"""High-level shift of MLVP: style transfer (docs/shifts/mlvp.md, App. E.3) and its weight-free approximation (offline substitutes).
 
 α_s = 0.2, 0.4, 0.6, 0.8, 1.0 (Table 37); **one style image per video** for all frames (temporal consistency).
 
@@ -9,7 +9,7 @@
   line naming ``shift.options.weights_dir`` when it has no weights): per-channel mean/std matching of each frame to the style image **in CIE Lab**, blended with the frame by
   the same α: t = α·(σ_s (x - μ_c)/σ_c + μ_s) + (1-α)·x. It is a different, much weaker operator than AdaIN (it
   moves colour statistics only, no texture) and is therefore reported under its own name, never as
-  ``style_transfer`` (docs/shifts/mlvp.md, offline substitutes). The optional Laplacian-band variant of docs/shifts/mlvp.md, offline substitutes is not implemented.
+  ``style_transfer`` (docs/shifts/mlvp.md, offline substitutes). The optional Laplacian-band variant is not implemented.
 
 Style images: ``style_dir`` (all png/jpg/jpeg files below it, sorted; one drawn uniformly per video with the
 item's Python ``random``; RGB, short side resized to 512 bilinear, [0, 1]; an unreadable file is replaced by the
@@ -111,7 +111,7 @@ def pick_style(generator: torch.Generator, style_dir: str | None) -> np.ndarray 
 
 
 def lab_transfer(frames: torch.Tensor, style: np.ndarray, alpha: float) -> torch.Tensor:
-    """docs/shifts/mlvp.md, offline substitutes: per-frame Lab mean/std matching to ``style`` blended by α; uint8 (T, H, W, 3) -> uint8."""
+    """Offline substitute (docs/shifts/mlvp.md): per-frame Lab mean/std matching to ``style`` blended by α; uint8 (T, H, W, 3) -> uint8."""
     lab = rgb_to_lab(to_unit(frames))
     s = rgb_to_lab(torch.from_numpy(style).to(frames.device).float() / 255.0).reshape(-1, 3)
     ms, ss = s.mean(0), (s.var(0, unbiased=True) + 1e-5).sqrt()

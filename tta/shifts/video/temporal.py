@@ -1,4 +1,4 @@
-"""High-level temporal shift of MLVP: temporal scrambling (docs/shifts/mlvp.md: App. E.3), trim then reorder chunks.
+"""High-level temporal shift of MLVP: temporal scrambling (docs/shifts/mlvp.md, App. E.3), trim then reorder chunks.
 
 q_s = 0.60, 0.70, 0.80, 0.90, 0.95. Default (``semantics: code``): q is the fraction **trimmed**, so 40, 30, 20,
 10 and 5 % of the video is kept — the only reading in which severity is monotone; ``paper_retention`` keeps q
@@ -29,7 +29,7 @@ MAX_CHUNKS = 12
 
 
 def scramble_indices(t: int, severity: int, rng, n: int = 12, semantics: str = "code") -> list[int]:
-    """Frame indices (into the T decoded frames) of the scrambled clip, in output order (docs/shifts/mlvp.md, App. E.3 steps 1-4)."""
+    """Frame indices (into the T decoded frames) of the scrambled clip, in output order (docs/shifts/mlvp.md, App. E.3)."""
     if semantics not in ("code", "paper_retention"):
         raise ValueError(f"temporal_scrambling semantics must be code or paper_retention, got {semantics!r}")
     q = SCRAMBLE_Q[severity - 1]

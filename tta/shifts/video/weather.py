@@ -1,10 +1,10 @@
-"""Low-level weather shifts of MLVP: fog (docs/shifts/mlvp.md: App. E.1) and snow (docs/shifts/mlvp.md, App. E.1), one realisation per video.
+"""Low-level weather shifts of MLVP: fog and snow (docs/shifts/mlvp.md, App. E.1), one realisation per video.
 
 Both take ImageNet-C's constants (Qiu et al.; Table 37, App. E.1/E.4) and act on the native-resolution frames.
 
 * **fog**: one diamond-square plasma map F per video on a P×P grid, P = the next power of two >= max(H, W),
   cropped top-left to H×W; per frame y = trunc(255·clip((x + c·F)·μ/(μ + c), 0, 1)) with μ the frame's maximum.
-* **snow**: one curtain per video, H + 3·(T-1) rows (3 px scroll per sampled frame; T = 12 gives docs/shifts/mlvp.md, App. E.1's
+* **snow**: one curtain per video, H + 3·(T-1) rows (3 px scroll per sampled frame; T = 12 gives docs/shifts/mlvp.md's
   H + 33), Gaussian canvas -> clipped zoom -> threshold -> uint8 -> motion blur along θ ~ U(-135°, -45°); frame i
   adds rows [3i, 3i + H) and their 180° rotation to the whitened frame.
 
@@ -12,7 +12,7 @@ The curtain's motion blur: ``snow`` is the faithful shift and always uses ImageM
 code's Wand call; needs PyPI ``Wand`` — the ``video`` extra — and the system library, Debian
 ``libmagickwand-6.q16-6`` / ``libmagickwand-dev``, which ``make setup`` installs as root). Without it ``snow``
 stops with one line naming the fix and the alternative. ``snow_approx`` is the tap-sum approximation of
-``imagecorruptions`` (docs/shifts/mlvp.md, App. E.1 ``taps``); it is a separate shift name, so a run never reports it as ``snow``. Its item
+``imagecorruptions`` (``taps``, docs/shifts/mlvp.md, App. E.1); it is a separate shift name, so a run never reports it as ``snow``. Its item
 seeds are those of ``snow`` (:data:`tta.shifts.SEED_ALIASES`), so both draw the same curtain and angle and differ
 only in the blur. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against
 ImageMagick 6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several
@@ -44,7 +44,7 @@ _warned_taps = False
 
 
 def plasma_fractal(size: int, decay: float, rng: np.random.Generator) -> np.ndarray:
-    """Diamond-square plasma map (size × size, size a power of two) normalised to [0, 1] (docs/shifts/mlvp.md, App. E.1, steps 1-3).
+    """Diamond-square plasma map (size × size, size a power of two) normalised to [0, 1] (docs/shifts/mlvp.md, App. E.1).
 
     Each pass fills the cell centres (square step), then the top-edge and left-edge midpoints (diamond step)
     from the mean of their four wrapped neighbours plus w·U(-w, w); w starts at 100 and is divided by ``decay``.
@@ -94,7 +94,7 @@ def clipped_zoom(img: np.ndarray, zoom: float) -> np.ndarray:
 
 
 def motion_blur_taps(img: np.ndarray, radius: float, sigma: float, angle: float) -> np.ndarray:
-    """Tap-sum motion blur of a 2-D image along ``angle`` degrees (docs/shifts/mlvp.md, App. E.1 ``taps``; ImageMagick's kernel layout).
+    """Tap-sum motion blur of a 2-D image along ``angle`` degrees (``taps``, docs/shifts/mlvp.md, App. E.1; ImageMagick's kernel layout).
 
     w = 2·ceil(radius) + 1 taps with one-sided Gaussian weights exp(-i²/2σ²), normalised; tap i reads the image
     shifted by (-ceil(i·sinθ - 0.5), -ceil(i·cosθ - 0.5)) rows/columns with edge replication, stopping at the
@@ -162,7 +162,7 @@ def _blur_impl(name: str) -> str:
 
 def snow_curtain(h: int, w: int, t: int, severity: int, rng: np.random.Generator,
                  blur_impl: str = "imagemagick") -> np.ndarray:
-    """The per-video snow curtain, float (H + 3·(T-1), W) in [0, 1] (docs/shifts/mlvp.md, App. E.1 steps 1-4)."""
+    """The per-video snow curtain, float (H + 3·(T-1), W) in [0, 1] (docs/shifts/mlvp.md, App. E.1)."""
     loc, scale, zoom, thr, radius, sigma, _ = SNOW[severity - 1]
     hc = h + SNOW_SCROLL * max(t - 1, 0)
     canvas = rng.normal(loc, scale, (hc, w))
@@ -209,7 +209,7 @@ def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_i
 @register_video_shift("snow_approx", level="low")
 def snow_approx(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "taps"
                 ) -> torch.Tensor:
-    """``snow`` with the curtain blurred by the tap-sum approximation (docs/shifts/mlvp.md, App. E.1 ``taps``) instead of ImageMagick."""
+    """``snow`` with the curtain blurred by the tap-sum approximation (``taps``, docs/shifts/mlvp.md, App. E.1) instead of ImageMagick."""
     if blur_impl != "taps":
         raise ValueError(f"snow_approx blurs with taps only (got blur_impl={blur_impl!r}); for ImageMagick use "
                          "shift=snow")
