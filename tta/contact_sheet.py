@@ -3,7 +3,7 @@
 ``python -m tta.contact_sheet data=synth out=docs/shifts/`` writes ``docs/shifts/synth.png``, like the
 MLVP paper's Figs. 14-16: one row per registered video shift (:func:`tta.shifts.video_shift_names`, so new shifts
 appear without changing this file), a clean column, then one column per severity; each cell is the middle frame of
-the same test video. Every cell goes through the same frame path as a run (spec/mlvp.md §2.2): group-A shifts get
+the same test video. Every cell goes through the same frame path as a run (docs/shifts/mlvp.md: frames): group-A shifts get
 the clip's uniform native frames; group-B shifts get every decoded frame of the video and the uniform frame rule
 is applied to what they return. Seeds are :func:`tta.shifts.item_seed` of (seed, video id, shift, severity), as in
 a run. Every cell gets the context a run gives it (:class:`tta.shifts.video.common.ShiftContext`): the sampled

@@ -1,8 +1,8 @@
 """Run-level resources of the MLVP shifts, built once per run (``tta.run``, ``tta.perturb``).
 
-* ``main_objects``: the dataset's ``{name}_main_objects.json`` (spec/mlvp.md §5.1; the embedded benchmark writes
+* ``main_objects``: the dataset's ``{name}_main_objects.json`` (docs/shifts/mlvp.md: main-object metadata; the embedded benchmark writes
   exact boxes), needed by main-object occlusion;
-* ``donor_pool``: the event-insertion :class:`~tta.shifts.video.donors.DonorPool` (§4.11), train-split videos
+* ``donor_pool``: the event-insertion :class:`~tta.shifts.video.donors.DonorPool` (docs/shifts/mlvp.md, App. E.3), train-split videos
   embedded by the run's backbone **before** any adaptation, its embeddings cached under
   ``<cache>/donor_pool/``; ``donor_query_source`` counts how the queries were formed (generated caption, ground-
   truth caption, video embedding), read by :func:`tta.shifts.registry.implementation_record`.
@@ -50,7 +50,7 @@ def find_main_objects(root: Path, name: str) -> Path | None:
 
 
 def load_main_objects(data_cfg, cache: Path) -> dict:
-    """{video id: §5.1 entry} of the dataset, or {} (with a warning) when it has no main-objects file."""
+    """{video id: main-objects entry (docs/shifts/mlvp.md)} of the dataset, or {} (with a warning) when it has no main-objects file."""
     root = dataset_root(data_cfg, cache)
     file = find_main_objects(root, data_cfg.name)
     if file is None:
@@ -110,7 +110,7 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
 
 
 def generated_caption(main_objects: dict, video_id: str) -> str | None:
-    """The generated caption (``video_caption`` of the main-objects JSON, §5.1) of a video, or None."""
+    """The generated caption (``video_caption`` of the main-objects JSON; docs/shifts/mlvp.md) of a video, or None."""
     return (main_objects.get(video_id.replace("/", "_")) or {}).get("video_caption") or None
 
 

@@ -277,7 +277,7 @@ def robustness_table(df: pd.DataFrame, metric: str = "R@1") -> tuple[pd.DataFram
     """Robustness of every (model, adapter) against the clean *source* reference of its (data, task, scenario).
 
     Columns: mean relative robustness γ^r, mean absolute robustness γ^a over the shifted runs (Schiappa et al.,
-    Sec. 4.3) and the MMI score (Qiu et al., Sec. 3), in the units of spec/metrics.md. Groups whose sweep has no
+    Sec. 4.3) and the MMI score (Qiu et al., Sec. 3), in the units of docs/methods/metrics.md. Groups whose sweep has no
     ``adapter=source shift=clean`` run get no row, and a note says what to add.
     """
     rows, notes = [], []

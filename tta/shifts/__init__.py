@@ -6,7 +6,7 @@ Public interface::
     perturb_text(text, name, severity, seed) -> str                  text_shift_names() -> list[str]
 
 ``seed`` is the item's own seed; :func:`item_seed` derives it from (base seed, item id, shift, severity) as
-spec/mlvp.md §3 prescribes, so any single video or caption regenerates bit for bit, whatever the order of a run.
+docs/shifts/mlvp.md ("Seeding") prescribes, so any single video or caption regenerates bit for bit, whatever the order of a run.
 
 What a run actually executed (faithful or approximate, resolved options, donor query source, the share of
 captions a text shift changed) is :func:`tta.shifts.registry.implementation_record`; the results writer stores it

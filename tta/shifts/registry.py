@@ -1,7 +1,7 @@
 """The shift registry: every video and text shift by name, with its severities and kind.
 
 A video shift is ``fn(frames: uint8 (T, H, W, 3), severity: int, generator: torch.Generator, **options) -> uint8``;
-its ``group`` says which frames it receives (spec/mlvp.md §2.2): ``"A"`` = the sampled native-resolution frames
+its ``group`` says which frames it receives (docs/shifts/mlvp.md: frames): ``"A"`` = the sampled native-resolution frames
 of the clip (the frame cache's output), ``"B"`` = every decoded frame of the video file (the shift works on the
 whole video; the pipeline applies the uniform frame rule to what it returns, so a shift that already returns the
 clip's frames, e.g. temporal scrambling, passes through unchanged).

@@ -1,4 +1,4 @@
-"""Text shifts (spec/text-perturbations.md; Qiu et al. 2024; Schiappa et al. 2022). Importing registers them.
+"""Text shifts (docs/shifts/text.md; Qiu et al. 2024; Schiappa et al. 2022). Importing registers them.
 
 Public interface: :func:`tta.shifts.perturb_text` and :func:`tta.shifts.text_shift_names`; here also
 :func:`perturb_text_detailed` (the semantic filter's record per caption), :func:`requires_model` (the

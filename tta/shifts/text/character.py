@@ -1,10 +1,10 @@
-"""Character-level text shifts (spec/text-perturbations.md §1, §3; Qiu et al. Sec. 2, Table 8; Schiappa et al.
+"""Character-level text shifts (docs/shifts/text.md, character level; Qiu et al. Sec. 2, Table 8; Schiappa et al.
 Sec. 3.2 "ChangeChar", Fig. 3).
 
 The five HAT-VTR types call nlpaug 1.1.11 exactly as the HAT-VTR code does — ``OcrAug(aug_word_p=r)`` and
 ``RandomCharAug(action=insert|substitute|swap|delete, aug_word_p=r)`` with r = 0.05·s, s = 1..7, taking the first
 element of ``augment()``. So n_w = clamp(⌈r·n_tokens⌉, 1, 10) words (capped by the eligible ones: length ≥ 4, or
-≥ 1 for OCR) change, each in clamp(⌈0.3·len⌉, 1 or 2, 10) characters (§3). No semantic filter.
+≥ 1 for OCR) change, each in clamp(⌈0.3·len⌉, 1 or 2, 10) characters (docs/shifts/text.md, character level, Qiu et al. Table 8). No semantic filter.
 
 Added ChangeChar variants (available, not part of the HAT-VTR benchmark):
 - ``keyboard``: nlpaug ``KeyboardAug(aug_word_p=r)`` (Qiu's 16th type; Schiappa's "Keyboard");

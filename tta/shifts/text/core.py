@@ -1,12 +1,12 @@
-"""Shared machinery of the text shifts (spec/text-perturbations.md §2, §6, §7).
+"""Shared machinery of the text shifts (docs/shifts/text.md: severity, HAT-VTR App. B.4; semantic filter; randomness).
 
-- :func:`ratio` maps a severity s to r = 0.05·s (§2).
-- :class:`TextOutcome` is one caption's result with the filter's record (tries, final cosine, changed; §6).
+- :func:`ratio` maps a severity s to r = 0.05·s (docs/shifts/text.md, severity, HAT-VTR App. B.4).
+- :class:`TextOutcome` is one caption's result with the filter's record (tries, final cosine, changed; docs/shifts/text.md, semantic filter).
 - :func:`text_shift` registers a shift under the public registry (``perturb_text`` returns only the text) and
   keeps the detailed function for :func:`perturb_text_detailed` (the caption-file CLI writes the side-car).
 - :func:`global_rng_from` runs code that uses Python's and NumPy's *global* generators (nlpaug) on a stream seeded
   from the item's generator and restores both states afterwards, so no state leaks between captions or shifts and
-  the output does not depend on the order shifts run in (§7).
+  the output does not depend on the order shifts run in (docs/shifts/text.md, randomness).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from tta.shifts.registry import check_severity, get_shift, register_text_shift
 
-CHAR_SEVERITIES = tuple(range(1, 8))  # §2: s = 1..7, r = 0.05·s
+CHAR_SEVERITIES = tuple(range(1, 8))  # s = 1..7, r = 0.05·s (docs/shifts/text.md, severity; HAT-VTR App. B.4)
 SENTENCE_SEVERITIES = (1,)
 
 _DETAILED: dict[str, Callable[..., TextOutcome]] = {}
@@ -31,7 +31,7 @@ MEMO_SIZE = 200_000
 
 @dataclass(frozen=True)
 class TextOutcome:
-    """A perturbed caption and how it was obtained (§6: tries, final cosine, changed)."""
+    """A perturbed caption and how it was obtained (tries, final cosine, changed; docs/shifts/text.md, semantic filter)."""
 
     text: str
     tries: int = 1
@@ -41,7 +41,7 @@ class TextOutcome:
 
 
 def ratio(severity: int) -> float:
-    """r = 0.05·s (spec §2)."""
+    """r = 0.05·s (docs/shifts/text.md, severity, HAT-VTR App. B.4)."""
     return 0.05 * int(severity)
 
 

@@ -59,7 +59,7 @@ SENTENCE_APPROX = ("back_translation_approx", "formal_approx", "casual_approx", 
 
 
 def edits(n_words: int, severity: int) -> int:
-    """Words SR / WI / WS edit and marks IP inserts (vtr_tta): n = max(1, ⌊0.05·s·n_words⌋) (spec §4.1)."""
+    """Words SR / WI / WS edit and marks IP inserts (vtr_tta): n = max(1, ⌊0.05·s·n_words⌋) (docs/shifts/text.md, word level)."""
     return max(1, int(0.05 * severity * n_words))
 
 

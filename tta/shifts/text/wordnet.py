@@ -1,4 +1,4 @@
-"""Locating and loading WordNet 3.0 offline (spec/text-perturbations.md §8 "WordNet").
+"""Locating and loading WordNet 3.0 offline (docs/shifts/text.md: code vs paper, "WordNet").
 
 The database comes from the Debian packages ``wordnet-base`` (the dictionary files under ``/usr/share/wordnet``)
 and ``wordnet-sense-index`` (``index.sense``), read with nltk's :class:`WordNetCorpusReader` — no

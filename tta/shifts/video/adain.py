@@ -1,4 +1,4 @@
-"""AdaIN style transfer networks (Huang & Belongie, 2017) as MLVP uses them (spec/mlvp.md §4.10).
+"""AdaIN style transfer networks (Huang & Belongie, 2017) as MLVP uses them (docs/shifts/mlvp.md, App. E.3).
 
 Encoder E: VGG-19 up to relu4_1 with a leading 1×1 convolution holding the input normalisation, reflection padding
 and ceil-mode max-pooling; decoder D mirrors E with three nearest ×2 upsamplings and no output activation. The

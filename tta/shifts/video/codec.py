@@ -1,10 +1,10 @@
-"""Low-level codec shift of MLVP: H.264 compression (spec/mlvp.md §4.6; Alg. 1), a real libx264 round trip.
+"""Low-level codec shift of MLVP: H.264 compression (docs/shifts/mlvp.md, App. E.1; Alg. 1), a real libx264 round trip.
 
 Bitrate_s = 500k, 250k, 100k, 50k, 25k bit/s (Table 37). Group B: the shift receives **every** decoded frame of
 the video and its frame rate, encodes them single-pass with libx264 at the target bitrate (ABR; preset ``fast``;
 no CRF, GOP, maxrate or tune options; ``yuv444p``, which is ffmpeg's automatic choice for the reference code's
 BGR input), decodes the stream again and returns all decoded frames; the pipeline then takes the uniform frames
-over the decoded count (§2.1) and pads with the last frame. Everything happens in memory with PyAV (its wheel
+over the decoded count (docs/shifts/mlvp.md, frames) and pads with the last frame. Everything happens in memory with PyAV (its wheel
 bundles libx264); ``threads=1`` by default.
 
 Reproducibility: with the code's rate control (mbtree, lookahead 30) x264 is **not** bit-reproducible when the
@@ -77,7 +77,7 @@ def h264_roundtrip(frames: np.ndarray, bitrate: int, fps: float, pix_fmt: str = 
 def h264_compression(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                      pix_fmt: str = "yuv444p", threads: int = 1, preset: str = "fast",
                      bitrates: list | tuple | None = None, x264_params: str = "") -> torch.Tensor:
-    """frames: every decoded frame, uint8 (T, H, W, 3) -> the decoded H.264 stream, uint8 (T', H, W, 3) (§4.6).
+    """frames: every decoded frame, uint8 (T, H, W, 3) -> the decoded H.264 stream, uint8 (T', H, W, 3) (docs/shifts/mlvp.md, App. E.1).
 
     ``bitrates`` replaces the severity table (e.g. the code's commented-out 1000k, 500k, 250k, 150k, 100k).
     No randomness (the generator is unused). The frame rate comes from ``context.fps`` (the container's).

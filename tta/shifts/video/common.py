@@ -1,8 +1,8 @@
-"""Helpers shared by the MLVP video shifts (spec/mlvp.md §2-§3): per-item random streams, the per-item context
+"""Helpers shared by the MLVP video shifts (docs/shifts/mlvp.md: frames, seeding): per-item random streams, the per-item context
 the data pipeline hands to shifts that need more than pixels, and float <-> uint8 conversions.
 
 Randomness: :func:`tta.shifts.perturb_video` seeds one ``torch.Generator`` from the item seed
-(:func:`tta.shifts.item_seed`, SHA-256 of ``"{seed}/{video_id}/{shift}/{severity}"``, §3). Shifts that follow the
+(:func:`tta.shifts.item_seed`, SHA-256 of ``"{seed}/{video_id}/{shift}/{severity}"``, docs/shifts/mlvp.md, seeding). Shifts that follow the
 reference code's NumPy / Python ``random`` draws derive one NumPy ``Generator`` and one ``random.Random`` from it
 (:func:`numpy_rng`, :func:`python_rng`), always in the same order, so output is independent of batch order,
 workers and device. Random fields are drawn on the CPU and moved to the frames' device (bit-identical on CUDA).
@@ -32,9 +32,9 @@ class ShiftContext:
         num_frames: frames per clip (12 in the protocol); group-B shifts that sample themselves return this many.
         frame_indices: original frame index of each sampled frame (group A; keys of the main-objects JSON).
         fps: frame rate of the container (group B; H.264 needs it).
-        caption: the ground-truth caption of the item, if known (event-insertion fallback query, §5.4).
-        main_objects: this video's entry of ``{dataset}_main_objects.json`` (§5.1), or ``None``.
-        resources: run-level objects, e.g. ``{"donor_pool": DonorPool}`` (event insertion, §4.11).
+        caption: the ground-truth caption of the item, if known (event-insertion fallback query, docs/shifts/mlvp.md, code vs paper).
+        main_objects: this video's entry of ``{dataset}_main_objects.json`` (docs/shifts/mlvp.md, main-object metadata), or ``None``.
+        resources: run-level objects, e.g. ``{"donor_pool": DonorPool}`` (event insertion, docs/shifts/mlvp.md, App. E.3).
     """
 
     video_id: str = ""
@@ -67,7 +67,7 @@ def to_uint8(x: torch.Tensor) -> torch.Tensor:
 
 
 def check_temporal_mode(mode: str) -> str:
-    """Validate ``temporal_mode`` (§3): ``code`` (default), ``static`` or ``iid``."""
+    """Validate ``temporal_mode`` (docs/shifts/mlvp.md, seeding): ``code`` (default), ``static`` or ``iid``."""
     if mode not in ("code", "static", "iid"):
         raise ValueError(f"temporal_mode must be code, static or iid, got {mode!r}")
     return mode

@@ -1,4 +1,4 @@
-"""The donor pool of event insertion (spec/mlvp.md §4.11): train-split videos embedded by the backbone.
+"""The donor pool of event insertion (docs/shifts/mlvp.md, App. E.3): train-split videos embedded by the backbone.
 
 * **Pool**: up to ``pool_size`` distinct train videos (the code README: 2 k random MSR-VTT train videos), drawn
   by a seeded permutation, so the pool never overlaps the test set; the list is recorded.
@@ -7,7 +7,7 @@
 * **Queries**: per test video, the text embedding (not normalised) of its generated caption (``video_caption``
   of the main-objects JSON), or with ``query=video`` the clean clip's mean frame embedding. Without a generated
   caption the query is the clip embedding (``caption_fallback=video``, default, the paper's query) or the
-  ground-truth caption (``caption_fallback=ground_truth``, §5.4; optimistic); ``query_sources`` records which.
+  ground-truth caption (``caption_fallback=ground_truth``, docs/shifts/mlvp.md, code vs paper; optimistic); ``query_sources`` records which.
   Computed once, before any adaptation, so the donor of a video never depends on the
   state of an adapting model.
 * **Donor**: argmax of the raw dot product (deterministic).

@@ -1,4 +1,4 @@
-"""High-level shift of MLVP: event insertion (spec/mlvp.md §4.11), a retrieved donor clip replaces the tail.
+"""High-level shift of MLVP: event insertion (docs/shifts/mlvp.md, App. E.3), a retrieved donor clip replaces the tail.
 
 ρ_s = 0.30, 0.40, 0.50, 0.60, 0.70; with F = 12 frames, k = clamp(round(F·ρ), 1, F-1) = 4, 5, 6, 7, 8 donor
 frames. The donor is the pool video (from the **train** split, so never a test video) with the largest raw dot
@@ -6,7 +6,7 @@ product between its pooled frame embedding and the query embedding (not a cosine
 no randomness. The query (``query``): ``caption_text`` (default, code: the text embedding of the video's generated
 caption ``video_caption`` of the main-objects JSON) or ``video`` (the clean clip's mean frame embedding, the
 paper's description). A video without a generated caption takes ``caption_fallback``: ``video`` (default, the
-paper's choice) or ``ground_truth`` (the old behaviour, §5.4). The ground-truth caption is optimistic by
+paper's choice) or ``ground_truth`` (the old behaviour, docs/shifts/mlvp.md, code vs paper). The ground-truth caption is optimistic by
 construction: it is the very text that the video is retrieved with (t2v) or has to retrieve (v2t), so the donor it
 selects matches the evaluation caption far better than one chosen from what the model could know about the
 video, and the inserted event disturbs retrieval less than the benchmark intends. The run records how each query
@@ -17,7 +17,7 @@ backbone and cached on disk; it reaches the shift as ``context.resources["donor_
 Layout (``position``): ``tail`` (default, code) keeps the first F - k of the 12 uniform frames and appends k frames
 sampled uniformly over the whole donor, bilinearly resized to H×W (no antialias, aspect not kept); ``middle``
 (paper) keeps the first ⌈(F-k)/2⌉ and the last ⌊(F-k)/2⌋ frames around the donor frames. The clip keeps F frames.
-Group A: it starts from the same 12 uniform frames as the clean clip (§2.1, container frame count).
+Group A: it starts from the same 12 uniform frames as the clean clip (container frame count; docs/shifts/mlvp.md, frames).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def splice(frames: torch.Tensor, donor: torch.Tensor, position: str = "tail") ->
 def event_insertion(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                     position: str = "tail", query: str = "caption_text", pool_size: int = 2000,
                     caption_fallback: str = "video") -> torch.Tensor:
-    """frames: uint8 (F, H, W, 3) -> uint8 (F, H, W, 3) whose last k frames come from the donor (§4.11).
+    """frames: uint8 (F, H, W, 3) -> uint8 (F, H, W, 3) whose last k frames come from the donor (docs/shifts/mlvp.md, App. E.3).
 
     ``pool_size`` and ``caption_fallback`` are read by the run when it builds the pool (the code README's 2 k train
     videos; the query of a video without a generated caption).

@@ -1,7 +1,7 @@
-"""Mid-level, motion-driven blurs of MLVP: motion blur (spec/mlvp.md §4.7) and video defocus (§4.8).
+"""Mid-level, motion-driven blurs of MLVP: motion blur and video defocus (docs/shifts/mlvp.md, App. E.2).
 
 Group B, one shared driver (Alg. 2): the shift receives every decoded frame, takes the uniform frame indices over
-the decoded count (§2.1) and, for each sampled index t, computes OpenCV Farneback dense flow from grey frame t-1
+the decoded count (docs/shifts/mlvp.md, frames) and, for each sampled index t, computes OpenCV Farneback dense flow from grey frame t-1
 to grey frame t at full resolution (pyr_scale 0.5, levels 3, winsize 15, iterations 3, poly_n 5, poly_sigma 1.2;
 zero flow for t = 0). Pixels whose flow magnitude reaches the frame's 75th percentile (linear interpolation) form
 a hard high-motion mask M; the output is ``M ? blur_high(frame) : blur_low(frame)``, each blur a 2-D correlation of
@@ -30,8 +30,8 @@ from tta.media.frames import uniform_frame_indices
 from tta.shifts.registry import register_video_shift
 from tta.shifts.video.common import ShiftContext
 
-MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_high), §4.7
-DEFOCUS_RADII = (3, 4, 6, 8, 10)  # r_low; r_high = 2 r_low, §4.8
+MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_high), docs/shifts/mlvp.md, App. E.2
+DEFOCUS_RADII = (3, 4, 6, 8, 10)  # r_low; r_high = 2 r_low, docs/shifts/mlvp.md, App. E.2
 FARNEBACK = dict(pyr_scale=0.5, levels=3, winsize=15, iterations=3, poly_n=5, poly_sigma=1.2, flags=0)
 HIGH_MOTION_PERCENTILE = 75.0
 
@@ -105,7 +105,7 @@ def _drive(frames: torch.Tensor, context: ShiftContext | None, blur_pair) -> tor
 @register_video_shift("motion_blur", level="mid", group="B")
 def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                 angle_convention: str = "flow") -> torch.Tensor:
-    """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (§4.7)."""
+    """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (docs/shifts/mlvp.md, App. E.2)."""
     l_low, l_high = MOTION_LENGTHS[severity - 1]
 
     def pair(frame, flow):
@@ -119,7 +119,7 @@ def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator,
 @register_video_shift("video_defocus", level="mid", group="B")
 def video_defocus(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                   static_regions: str = "low_kernel") -> torch.Tensor:
-    """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, defocused frames (§4.8)."""
+    """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, defocused frames (docs/shifts/mlvp.md, App. E.2)."""
     if static_regions not in ("low_kernel", "none"):
         raise ValueError(f"video_defocus static_regions must be low_kernel or none, got {static_regions!r}")
     r = DEFOCUS_RADII[severity - 1]

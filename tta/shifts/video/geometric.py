@@ -1,4 +1,4 @@
-"""Low-level geometric shift of MLVP: elastic distortion (spec/mlvp.md §4.5), one warp for every frame.
+"""Low-level geometric shift of MLVP: elastic distortion (docs/shifts/mlvp.md, App. E.1), one warp for every frame.
 
 (α, σ, a)_s = (488, 170.8, 24.4), (488, 19.52, 48.8), (12.2, 2.44, 4.88), (17.08, 2.44, 4.88),
 (29.28, 2.44, 4.88): ImageNet-C's 244 × (2, 0.7, 0.1), ... (Table 37). Once per video, in this draw order:
@@ -32,7 +32,7 @@ ELASTIC = ((244 * 2, 244 * 0.7, 244 * 0.1), (244 * 2, 244 * 0.08, 244 * 0.2), (2
 
 
 def elastic_params(h: int, w: int, alpha: float, sigma: float, jitter: float, rng: np.random.Generator):
-    """The per-video draws: forward affine M (2, 3) and displacement fields dx, dy (H, W), in §4.5's order."""
+    """The per-video draws: forward affine M (2, 3) and displacement fields dx, dy (H, W), in the order of docs/shifts/mlvp.md (App. E.1)."""
     centre = np.float32([h // 2, w // 2])
     q = min(h, w) // 3
     src = np.float32([centre + q, [centre[0] + q, centre[1] - q], centre - q])
@@ -68,7 +68,7 @@ def elastic_warp(frames: torch.Tensor, affine: np.ndarray, dx: np.ndarray, dy: n
 
 @register_video_shift("elastic_distortion", level="low")
 def elastic_distortion(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
-    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the same warp on every frame (§4.5)."""
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the same warp on every frame (docs/shifts/mlvp.md, App. E.1)."""
     alpha, sigma, jitter = ELASTIC[severity - 1]
     _, h, w, _ = frames.shape
     affine, dx, dy = elastic_params(h, w, alpha, sigma, jitter, numpy_rng(generator))

@@ -1,4 +1,4 @@
-"""Mixed MLVP streams (HAT-VTR App. D.2; spec/hatvtr.md §9): a per-item choice of shift and severity.
+"""Mixed MLVP streams (HAT-VTR App. D.2; docs/methods/protocol.md, scenarios): a per-item choice of shift and severity.
 
 * ``mixed_severity`` (Table 17): one shift type (``base``) for the whole stream, each video at a severity drawn
   uniformly from ``severities`` (1-5), so batches mix severities.
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from tta.utils.seeding import derive_seed
 
 MIXED_NAMES = ("mixed_severity", "mixed_types")
-# the 12 MLVP types (spec/mlvp.md §1) as they run by default: style transfer is its weight-free approximation
+# the 12 MLVP types (docs/shifts/mlvp.md: Overview) as they run by default: style transfer is its weight-free approximation
 # (style_transfer_approx; AdaIN needs weights); snow is ImageMagick's (types=[..., snow_approx, ...] without it)
 MLVP_TYPES = ("gaussian", "impulse", "fog", "snow", "elastic_distortion", "h264_compression", "motion_blur",
               "video_defocus", "main_object_occlusion", "style_transfer_approx", "event_insertion",

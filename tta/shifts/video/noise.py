@@ -1,4 +1,4 @@
-"""Low-level noise shifts of MLVP (spec/mlvp.md §4.1-4.2): Gaussian and impulse noise, one field per video.
+"""Low-level noise shifts of MLVP (docs/shifts/mlvp.md, App. E.1): Gaussian and impulse noise, one field per video.
 
 σ_s = 0.08, 0.12, 0.18, 0.26, 0.38 (Table 37; ImageNet-C / Qiu et al.). One N(0, σ²) field of shape H×W×3 is
 drawn once per video and added to every frame (temporal consistency, App. E.1):

@@ -1,4 +1,4 @@
-"""Mid-level shift of MLVP: main-object occlusion (spec/mlvp.md §4.9), boxes from the main-objects JSON (§5.1).
+"""Mid-level shift of MLVP: main-object occlusion (docs/shifts/mlvp.md, App. E.2), boxes from the main-objects JSON (main-object metadata).
 
 Area ratio ρ_s of the main object's **box** (not of the frame): the code's linspace 0.3-0.8 (0.30, 0.425, 0.55,
 0.675, 0.80; default) or Table 37's 0.30, 0.40, 0.50, 0.60, 0.80 (``area_table: paper``). For each sampled frame,
@@ -13,7 +13,7 @@ keyed by its original frame index as a string (``context.frame_indices``):
 
 Draws use the item's Python ``random.Random`` (:func:`tta.shifts.video.common.python_rng`), as the code uses
 ``random``. Boxes (``box_source``): ``metadata`` (default; ``context.main_objects`` = this video's entry of
-``{dataset}_main_objects.json``; the embedded benchmark writes exact boxes) or the offline fallbacks of §5.2
+``{dataset}_main_objects.json``; the embedded benchmark writes exact boxes) or the offline fallbacks (docs/shifts/mlvp.md, offline substitutes)
 that write the same schema: ``saliency`` (spectral-residual box per frame, median-smoothed over the clip) and
 ``centre`` (a centred box of 30 % of the frame). A missing entry or frame key is an error unless ``fallback`` is
 ``saliency`` or ``centre``. (The ``owlv2_gt`` fallback needs OWLv2 weights and is not implemented.)
@@ -44,7 +44,7 @@ def _entry(label: str, box, frame_index: int) -> list[dict]:
 
 
 def centre_objects(frames: np.ndarray, indices) -> dict[str, list[dict]]:
-    """§5.2 ``centre``: a centred box of 30 % of the frame area with the frame's aspect ratio, every frame."""
+    """Offline box source ``centre`` (docs/shifts/mlvp.md): a centred box of 30 % of the frame area with the frame's aspect ratio, every frame."""
     h, w = frames.shape[1:3]
     bw, bh = w * math.sqrt(0.3), h * math.sqrt(0.3)
     box = [(w - bw) / 2, (h - bh) / 2, (w + bw) / 2, (h + bh) / 2]
@@ -52,7 +52,7 @@ def centre_objects(frames: np.ndarray, indices) -> dict[str, list[dict]]:
 
 
 def saliency_box(frame: np.ndarray, width: int = 64) -> list[float] | None:
-    """Spectral-residual saliency (Hou & Zhang, 2007) box of one RGB frame, in native pixels (§5.2 steps 1-4)."""
+    """Spectral-residual saliency (Hou & Zhang, 2007) box of one RGB frame, in native pixels (docs/shifts/mlvp.md, offline substitutes)."""
     h, w = frame.shape[:2]
     sw = min(width, w)
     sh = max(1, round(h * sw / w))
@@ -73,7 +73,7 @@ def saliency_box(frame: np.ndarray, width: int = 64) -> list[float] | None:
 
 
 def saliency_objects(frames: np.ndarray, indices) -> dict[str, list[dict]]:
-    """§5.2 ``saliency``: per-frame spectral-residual boxes, each coordinate median-smoothed over the clip."""
+    """Offline box source ``saliency`` (docs/shifts/mlvp.md): per-frame spectral-residual boxes, each coordinate median-smoothed over the clip."""
     h, w = frames.shape[1:3]
     fallback = centre_objects(frames[:1], [0])["0"][0]["box"]
     boxes = np.array([saliency_box(f) or fallback for f in frames], dtype=np.float64)
@@ -82,7 +82,7 @@ def saliency_objects(frames: np.ndarray, indices) -> dict[str, list[dict]]:
 
 
 def occlude(frames: torch.Tensor, objects: dict, indices, ratio: float, rng) -> tuple[torch.Tensor, list]:
-    """Black out one patch per frame following §4.9; returns (frames, patches [(x0, y0, x1, y1) inclusive | None])."""
+    """Black out one patch per frame following docs/shifts/mlvp.md (App. E.2, Alg. 3); returns (frames, patches [(x0, y0, x1, y1) inclusive | None])."""
     out = frames.clone()
     t, h, w, _ = frames.shape
     prev: tuple[int, int, int, int] | None = None  # x0, y0, w, h of the last patch
@@ -123,7 +123,7 @@ def occlude(frames: torch.Tensor, objects: dict, indices, ratio: float, rng) -> 
 
 
 def resolve_objects(frames: torch.Tensor, context: ShiftContext | None, box_source: str, fallback: str):
-    """(ranked objects per frame key, frame indices) for this clip, from metadata or a §5.2 fallback."""
+    """(ranked objects per frame key, frame indices) for this clip, from metadata or an offline fallback (docs/shifts/mlvp.md)."""
     if box_source not in ("metadata", "saliency", "centre") or fallback not in FALLBACKS:
         raise ValueError(f"occlusion box_source must be metadata, saliency or centre and fallback one of "
                          f"{FALLBACKS}; got {box_source!r}, {fallback!r}")
@@ -152,7 +152,7 @@ def resolve_objects(frames: torch.Tensor, context: ShiftContext | None, box_sour
 def main_object_occlusion(frames: torch.Tensor, severity: int, generator: torch.Generator,
                           context: ShiftContext | None = None, area_table: str = "code", box_source: str = "metadata",
                           fallback: str = "none") -> torch.Tensor:
-    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3) with a black patch on the main object per frame (§4.9)."""
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3) with a black patch on the main object per frame (docs/shifts/mlvp.md, App. E.2)."""
     if area_table not in ("code", "paper"):
         raise ValueError(f"occlusion area_table must be code or paper, got {area_table!r}")
     ratio = (AREA_CODE if area_table == "code" else AREA_PAPER)[severity - 1]

@@ -5,7 +5,7 @@ temporal (sampling, reverse_sampling, jumbling, box_jumbling, freeze), camera (s
 translation), digital (jpeg, mpeg1, mpeg2) and noise/blur (shot_noise, speckle_noise, zoom_blur). The other five
 types of the paper's suite (gaussian, impulse, defocus, motion blur; H.264 for digital) are the MLVP shifts.
 :data:`SCHIAPPA_CATEGORY` maps every shift to its category of Sec. 3.1 (for the robustness aggregates of
-spec/metrics.md §4, ``robustness.groups: schiappa``).
+docs/methods/metrics.md, ``robustness.groups: schiappa``).
 """
 
 from tta.shifts.video import schiappa_camera, schiappa_digital, schiappa_noise, schiappa_temporal  # noqa: F401

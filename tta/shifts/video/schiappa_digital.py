@@ -6,7 +6,7 @@ that is similar to MPEG1." All three are real codecs here:
 
 - JPEG: every frame saved by Pillow at quality 25, 18, 15, 10, 7 (ImageNet-C's table, as the authors' generator
   uses it; Pillow's default 4:2:0 chroma subsampling) and decoded. Group A (sampled frames).
-- MPEG1 / MPEG2: the whole video (group B, spec/mlvp.md §2.2) is encoded with PyAV's bundled FFmpeg at a fixed
+- MPEG1 / MPEG2: the whole video (group B, docs/shifts/mlvp.md: frames) is encoded with PyAV's bundled FFmpeg at a fixed
   quantiser scale q (``qmin = qmax = q``, the effect of ``ffmpeg -q:v q``) and decoded back, all in memory. The
   authors' generator runs ``ffmpeg -c:v mpeg2video -q:v 20s`` for "codec1" (MPEG1 in the paper) and ``ffmpeg -c:v
   mpeg4 -q:v 15s`` for "codec2" (MPEG2). Two differences, with the default here:

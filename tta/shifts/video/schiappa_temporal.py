@@ -18,7 +18,7 @@ box_jumbling   segment length 2, 4, 8, 16, 32 (2^s)                shuffle the o
 freeze         anchors k = 40 %, 20 %, 10 %, max(5 %, 2), 1 of T   hold each random anchor until the next one
 ============== =================================================== ==========================================
 
-All five work on the whole decoded video (MLVP processing group B, spec/mlvp.md §2.2): the pipeline samples the
+All five work on the whole decoded video (MLVP processing group B, docs/shifts/mlvp.md: frames): the pipeline samples the
 clip's frames from what they return. They keep the frame count T (the generator writes ceil(T/r)·r frames for
 (reverse) sampling; the tail beyond T is cut, and the reversed sequence starts from the last kept frame).
 

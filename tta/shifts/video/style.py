@@ -1,4 +1,4 @@
-"""High-level shift of MLVP: style transfer (spec/mlvp.md §4.10) and its weight-free approximation (§5.3).
+"""High-level shift of MLVP: style transfer (docs/shifts/mlvp.md, App. E.3) and its weight-free approximation (offline substitutes).
 
 α_s = 0.2, 0.4, 0.6, 0.8, 1.0 (Table 37); **one style image per video** for all frames (temporal consistency).
 
@@ -9,7 +9,7 @@
   line naming ``shift.options.weights_dir`` when it has no weights): per-channel mean/std matching of each frame to the style image **in CIE Lab**, blended with the frame by
   the same α: t = α·(σ_s (x - μ_c)/σ_c + μ_s) + (1-α)·x. It is a different, much weaker operator than AdaIN (it
   moves colour statistics only, no texture) and is therefore reported under its own name, never as
-  ``style_transfer`` (§5.3). The optional Laplacian-band variant of §5.3 is not implemented.
+  ``style_transfer`` (docs/shifts/mlvp.md, offline substitutes). The optional Laplacian-band variant is not implemented.
 
 Style images: ``style_dir`` (all png/jpg/jpeg files below it, sorted; one drawn uniformly per video with the
 item's Python ``random``; RGB, short side resized to 512 bilinear, [0, 1]; an unreadable file is replaced by the
@@ -111,7 +111,7 @@ def pick_style(generator: torch.Generator, style_dir: str | None) -> np.ndarray 
 
 
 def lab_transfer(frames: torch.Tensor, style: np.ndarray, alpha: float) -> torch.Tensor:
-    """§5.3: per-frame Lab mean/std matching to ``style`` blended by α; uint8 (T, H, W, 3) -> uint8."""
+    """Offline substitute (docs/shifts/mlvp.md): per-frame Lab mean/std matching to ``style`` blended by α; uint8 (T, H, W, 3) -> uint8."""
     lab = rgb_to_lab(to_unit(frames))
     s = rgb_to_lab(torch.from_numpy(style).to(frames.device).float() / 255.0).reshape(-1, 3)
     ms, ss = s.mean(0), (s.var(0, unbiased=True) + 1e-5).sqrt()
@@ -133,7 +133,7 @@ def _style_or_passthrough(generator, style_dir, allow_passthrough):
 @register_video_shift("style_transfer_approx", level="high")
 def style_transfer_approx(frames: torch.Tensor, severity: int, generator: torch.Generator, style_dir: str | None = None,
                           allow_passthrough: bool = False, weights_dir: str | None = None) -> torch.Tensor:
-    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); Lab statistics transfer (§5.3), NOT AdaIN.
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); Lab statistics transfer (docs/shifts/mlvp.md, offline substitutes), NOT AdaIN.
 
     ``weights_dir`` is accepted (and ignored) so one option set serves both style shifts.
     """
@@ -144,7 +144,7 @@ def style_transfer_approx(frames: torch.Tensor, severity: int, generator: torch.
 @register_video_shift("style_transfer", level="high")
 def style_transfer(frames: torch.Tensor, severity: int, generator: torch.Generator, weights_dir: str | None = None,
                    style_dir: str | None = None, allow_passthrough: bool = False) -> torch.Tensor:
-    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); full AdaIN with the weights in ``weights_dir`` (§4.10)."""
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); full AdaIN with the weights in ``weights_dir`` (docs/shifts/mlvp.md, App. E.3)."""
     from tta.shifts.video.adain import load_adain, stylise
 
     if not weights_dir:

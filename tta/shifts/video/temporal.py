@@ -1,4 +1,4 @@
-"""High-level temporal shift of MLVP: temporal scrambling (spec/mlvp.md §4.12), trim then reorder chunks.
+"""High-level temporal shift of MLVP: temporal scrambling (docs/shifts/mlvp.md, App. E.3), trim then reorder chunks.
 
 q_s = 0.60, 0.70, 0.80, 0.90, 0.95. Default (``semantics: code``): q is the fraction **trimmed**, so 40, 30, 20,
 10 and 5 % of the video is kept — the only reading in which severity is monotone; ``paper_retention`` keeps q
@@ -29,7 +29,7 @@ MAX_CHUNKS = 12
 
 
 def scramble_indices(t: int, severity: int, rng, n: int = 12, semantics: str = "code") -> list[int]:
-    """Frame indices (into the T decoded frames) of the scrambled clip, in output order (§4.12 steps 1-4)."""
+    """Frame indices (into the T decoded frames) of the scrambled clip, in output order (docs/shifts/mlvp.md, App. E.3)."""
     if semantics not in ("code", "paper_retention"):
         raise ValueError(f"temporal_scrambling semantics must be code or paper_retention, got {semantics!r}")
     q = SCRAMBLE_Q[severity - 1]
@@ -59,7 +59,7 @@ def scramble_indices(t: int, severity: int, rng, n: int = 12, semantics: str = "
 @register_video_shift("temporal_scrambling", level="high", group="B")
 def temporal_scrambling(frames: torch.Tensor, severity: int, generator: torch.Generator,
                         context: ShiftContext | None = None, semantics: str = "code") -> torch.Tensor:
-    """frames: every decoded frame uint8 (T, H, W, 3) -> ``num_frames`` scrambled frames uint8 (§4.12)."""
+    """frames: every decoded frame uint8 (T, H, W, 3) -> ``num_frames`` scrambled frames uint8 (docs/shifts/mlvp.md, App. E.3)."""
     n = context.num_frames if context is not None else 12
     idx = scramble_indices(frames.shape[0], severity, python_rng(generator), n, semantics)
     return frames[torch.tensor(idx, device=frames.device)]

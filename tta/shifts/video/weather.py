@@ -1,10 +1,10 @@
-"""Low-level weather shifts of MLVP: fog (spec/mlvp.md §4.3) and snow (§4.4), one realisation per video.
+"""Low-level weather shifts of MLVP: fog and snow (docs/shifts/mlvp.md, App. E.1), one realisation per video.
 
 Both take ImageNet-C's constants (Qiu et al.; Table 37, App. E.1/E.4) and act on the native-resolution frames.
 
 * **fog**: one diamond-square plasma map F per video on a P×P grid, P = the next power of two >= max(H, W),
   cropped top-left to H×W; per frame y = trunc(255·clip((x + c·F)·μ/(μ + c), 0, 1)) with μ the frame's maximum.
-* **snow**: one curtain per video, H + 3·(T-1) rows (3 px scroll per sampled frame; T = 12 gives §4.4's
+* **snow**: one curtain per video, H + 3·(T-1) rows (3 px scroll per sampled frame; T = 12 gives docs/shifts/mlvp.md's
   H + 33), Gaussian canvas -> clipped zoom -> threshold -> uint8 -> motion blur along θ ~ U(-135°, -45°); frame i
   adds rows [3i, 3i + H) and their 180° rotation to the whitened frame.
 
@@ -12,7 +12,7 @@ The curtain's motion blur: ``snow`` is the faithful shift and always uses ImageM
 code's Wand call; needs PyPI ``Wand`` — the ``video`` extra — and the system library, Debian
 ``libmagickwand-6.q16-6`` / ``libmagickwand-dev``, which ``make setup`` installs as root). Without it ``snow``
 stops with one line naming the fix and the alternative. ``snow_approx`` is the tap-sum approximation of
-``imagecorruptions`` (§4.4 ``taps``); it is a separate shift name, so a run never reports it as ``snow``. Its item
+``imagecorruptions`` (``taps``, docs/shifts/mlvp.md, App. E.1); it is a separate shift name, so a run never reports it as ``snow``. Its item
 seeds are those of ``snow`` (:data:`tta.shifts.SEED_ALIASES`), so both draw the same curtain and angle and differ
 only in the blur. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against
 ImageMagick 6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several
@@ -35,16 +35,16 @@ from tta.shifts.video.common import numpy_rng, to_uint8, to_unit
 
 log = logging.getLogger(__name__)
 
-FOG = ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))  # (c, wibble decay), §4.3
-# (loc, scale, zoom, threshold, radius, sigma, blend), §4.4
+FOG = ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))  # (c, wibble decay), docs/shifts/mlvp.md, App. E.1
+# (loc, scale, zoom, threshold, radius, sigma, blend), docs/shifts/mlvp.md, App. E.1
 SNOW = ((0.1, 0.3, 3.0, 0.5, 10, 4, 0.8), (0.2, 0.3, 2.0, 0.5, 12, 4, 0.7), (0.55, 0.3, 4.0, 0.9, 12, 8, 0.7),
         (0.55, 0.3, 4.5, 0.85, 12, 8, 0.65), (0.55, 0.3, 2.5, 0.85, 12, 12, 0.55))
-SNOW_SCROLL = 3  # curtain rows per sampled frame, §4.4
+SNOW_SCROLL = 3  # curtain rows per sampled frame, docs/shifts/mlvp.md, App. E.1
 _warned_taps = False
 
 
 def plasma_fractal(size: int, decay: float, rng: np.random.Generator) -> np.ndarray:
-    """Diamond-square plasma map (size × size, size a power of two) normalised to [0, 1] (§4.3, steps 1-3).
+    """Diamond-square plasma map (size × size, size a power of two) normalised to [0, 1] (docs/shifts/mlvp.md, App. E.1).
 
     Each pass fills the cell centres (square step), then the top-edge and left-edge midpoints (diamond step)
     from the mean of their four wrapped neighbours plus w·U(-w, w); w starts at 100 and is divided by ``decay``.
@@ -71,7 +71,7 @@ def plasma_fractal(size: int, decay: float, rng: np.random.Generator) -> np.ndar
 
 @register_video_shift("fog", level="low")
 def fog(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
-    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); one plasma map for all frames (§4.3)."""
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); one plasma map for all frames (docs/shifts/mlvp.md, App. E.1)."""
     c, decay = FOG[severity - 1]
     _, h, w, _ = frames.shape
     size = 1 << max(1, math.ceil(math.log2(max(h, w))))
@@ -79,7 +79,7 @@ def fog(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torc
     fmap = torch.from_numpy(fmap.astype(np.float32)).to(frames.device)[None, :, :, None]
     x = to_unit(frames)
     mu = x.amax(dim=(1, 2, 3), keepdim=True)
-    mu = torch.where(mu > 0, mu, torch.ones_like(mu))  # an all-black frame uses μ = 1 (§4.3)
+    mu = torch.where(mu > 0, mu, torch.ones_like(mu))  # an all-black frame uses μ = 1 (docs/shifts/mlvp.md, App. E.1)
     return to_uint8((x + c * fmap) * mu / (mu + c))
 
 
@@ -94,7 +94,7 @@ def clipped_zoom(img: np.ndarray, zoom: float) -> np.ndarray:
 
 
 def motion_blur_taps(img: np.ndarray, radius: float, sigma: float, angle: float) -> np.ndarray:
-    """Tap-sum motion blur of a 2-D image along ``angle`` degrees (§4.4 ``taps``; ImageMagick's kernel layout).
+    """Tap-sum motion blur of a 2-D image along ``angle`` degrees (``taps``, docs/shifts/mlvp.md, App. E.1; ImageMagick's kernel layout).
 
     w = 2·ceil(radius) + 1 taps with one-sided Gaussian weights exp(-i²/2σ²), normalised; tap i reads the image
     shifted by (-ceil(i·sinθ - 0.5), -ceil(i·cosθ - 0.5)) rows/columns with edge replication, stopping at the
@@ -162,7 +162,7 @@ def _blur_impl(name: str) -> str:
 
 def snow_curtain(h: int, w: int, t: int, severity: int, rng: np.random.Generator,
                  blur_impl: str = "imagemagick") -> np.ndarray:
-    """The per-video snow curtain, float (H + 3·(T-1), W) in [0, 1] (§4.4 steps 1-4)."""
+    """The per-video snow curtain, float (H + 3·(T-1), W) in [0, 1] (docs/shifts/mlvp.md, App. E.1)."""
     loc, scale, zoom, thr, radius, sigma, _ = SNOW[severity - 1]
     hc = h + SNOW_SCROLL * max(t - 1, 0)
     canvas = rng.normal(loc, scale, (hc, w))
@@ -193,7 +193,7 @@ def _snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_
 @register_video_shift("snow", level="low")
 def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "imagemagick"
          ) -> torch.Tensor:
-    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the curtain scrolls 3 px per frame (§4.4).
+    """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the curtain scrolls 3 px per frame (docs/shifts/mlvp.md, App. E.1).
 
     The curtain is blurred by ImageMagick (the reference); ``blur_impl`` is accepted only as ``imagemagick`` so
     that an old config asking for ``taps``/``auto`` under the name ``snow`` fails instead of mislabelling a run.
@@ -209,7 +209,7 @@ def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_i
 @register_video_shift("snow_approx", level="low")
 def snow_approx(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "taps"
                 ) -> torch.Tensor:
-    """``snow`` with the curtain blurred by the tap-sum approximation (§4.4 ``taps``) instead of ImageMagick."""
+    """``snow`` with the curtain blurred by the tap-sum approximation (``taps``, docs/shifts/mlvp.md, App. E.1) instead of ImageMagick."""
     if blur_impl != "taps":
         raise ValueError(f"snow_approx blurs with taps only (got blur_impl={blur_impl!r}); for ImageMagick use "
                          "shift=snow")
