@@ -229,3 +229,18 @@ def real_captions(n: int = 4) -> list[tuple[str, str]]:
         pytest.skip(f"real MSR-VTT captions ({MSRVTT_CSV_NAME}) not found in shared/data beside the repository or an "
                     "ancestor folder; set TTA_MSRVTT_CSV")
     return list(_caption_rows(str(path))[:n])
+
+
+def state_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def bit_equal(a, b) -> bool:
+    """Recursive bit-exact equality of (nested) optimizer state dicts."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(bit_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(bit_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b

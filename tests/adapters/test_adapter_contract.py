@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from tests.adapters.adapter_env import build_env, make_adapter, stream
+from tests.fixtures import bit_equal, state_copy
 from tta.adapters.base import BASE_STATE_KEYS
 from tta.utils.config import CONF_DIR
 
@@ -37,21 +38,6 @@ def env(request, tiny_cache):
     return build_env(tiny_cache, *request.param, batch_sizes=(4, 2))
 
 
-def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def _same(a, b) -> bool:
-    """Recursive bit-exact equality of (nested) optimizer state dicts."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 def test_adapters_are_discovered():
     assert {"source", "hsm", "hatvtr", "tcr"} <= set(ADAPTERS)
 
@@ -60,7 +46,7 @@ def test_adapters_are_discovered():
 def test_adapter_contract(env, name):
     adapter = make_adapter(env, name)
     model = adapter.model
-    before = _state(model)
+    before = state_copy(model)
     allowed = {f"{prefix}.{n}" for prefix in _tower_prefix(model, env.cfg.task)
                for n, _ in _ln_param_names(model, env.cfg.task)}
     adapted = {id(p) for p in adapter.params_to_adapt()}
@@ -73,7 +59,7 @@ def test_adapter_contract(env, name):
     assert first.shape == (sum(len(b["index"]) for b in env.batches), env.gallery.shape[0])
     assert torch.isfinite(first).all()
 
-    after = _state(model)
+    after = state_copy(model)
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved <= allowed, f"{name} changed {sorted(moved - allowed)[:5]}"
     if name in UNTOUCHED or not adapted:
@@ -82,10 +68,10 @@ def test_adapter_contract(env, name):
         assert torch.isfinite(after[k]).all(), f"{name}: non-finite {k}"
 
     adapter.reset()
-    restored = _state(model)
+    restored = state_copy(model)
     assert all(torch.equal(before[k], restored[k]) for k in before), f"{name}: reset() did not restore the weights"
     if optim0 is not None:
-        assert _same(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
+        assert bit_equal(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
     again = stream(adapter, env.batches[:1])
     assert torch.equal(first[: len(again)], again), f"{name}: scores after reset() differ from the first pass"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.fixtures import build_fast_env, make_fast_adapter, stream
+from tests.fixtures import bit_equal, build_fast_env, make_fast_adapter, state_copy, stream
 from tta.utils.config import CONF_DIR
 
 pytestmark = pytest.mark.usefixtures("single_thread_torch")
@@ -45,21 +45,6 @@ def env(request):
     return _env(*request.param)
 
 
-def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def _same(a, b) -> bool:
-    """Recursive bit-exact equality of (nested) optimizer state dicts."""
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 def _query_ln_names(model, task: str) -> set[str]:
     side = "video" if task == "v2t" else "text"
     tower = model.tower(side)
@@ -81,7 +66,7 @@ def test_adapter_contract(case, name):
     env = _env(*case)
     adapter = make_fast_adapter(env, name)
     model = adapter.model
-    before = _state(model)
+    before = state_copy(model)
     allowed = _query_ln_names(model, env.task)
     assert allowed, "the tiny model has no query-side LayerNorms"
     named = dict(model.named_parameters())
@@ -94,7 +79,7 @@ def test_adapter_contract(case, name):
     assert first.shape == (sum(len(b["index"]) for b in env.batches), env.gallery.shape[0])
     assert torch.isfinite(first).all(), f"{name}: non-finite scores"
 
-    after = _state(model)
+    after = state_copy(model)
     moved = {k for k in before if not torch.equal(before[k], after[k])}
     assert moved <= allowed, f"{name} changed {sorted(moved - allowed)[:5]}"
     if name in UNTOUCHED or not adapted:
@@ -102,10 +87,10 @@ def test_adapter_contract(case, name):
     assert all(torch.isfinite(v).all() for v in after.values() if v.is_floating_point()), f"{name}: non-finite weights"
 
     adapter.reset()
-    restored = _state(model)
+    restored = state_copy(model)
     assert all(torch.equal(before[k], restored[k]) for k in before), f"{name}: reset() did not restore the weights"
     if optim0 is not None:
-        assert _same(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
+        assert bit_equal(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
     again = stream(adapter, env.batches[:1])
     assert torch.equal(first[: len(again)], again), f"{name}: scores after reset() differ from the first pass"
 
@@ -115,9 +100,9 @@ def test_gradient_methods_do_move_the_query_layernorms():
     env = _env("meanp", "v2t")
     for name in ("tent", "hatvtr"):
         adapter = make_fast_adapter(env, name)
-        before = _state(adapter.model)
+        before = state_copy(adapter.model)
         stream(adapter, env.batches)
-        after = _state(adapter.model)
+        after = state_copy(adapter.model)
         assert any(not torch.equal(before[k], after[k]) for k in before), f"{name} did not update anything"
 
 
