@@ -1,4 +1,4 @@
-"""Sweeps, loggers and reports (issue: sweeps, dashboards and reports).
+"""Sweeps, loggers and reports.
 
 A real multirun of the CLI with hydra-submitit-launcher's local launcher over 3 adapters x 2 shifts on the tiny
 embedded benchmark; the report built from it; re-running the sweep skips finished jobs; a failing job keeps the

@@ -1,4 +1,4 @@
-"""Reliability: resumable online runs (a real SIGKILL mid-stream), determinism, guards (issue: reliability)."""
+"""Reliability: resumable online runs (a real SIGKILL mid-stream), determinism, guards."""
 
 from __future__ import annotations
 
