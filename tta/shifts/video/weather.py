@@ -117,28 +117,20 @@ def motion_blur_taps(img: np.ndarray, radius: float, sigma: float, angle: float)
 
 
 def _motion_blur_imagemagick(img: np.ndarray, radius: float, sigma: float, angle: float) -> np.ndarray:
-    """ImageMagick's MotionBlur of a uint8 (H, W) image -> float64 (H, W) in 0..255 (8-bit, as the code's PNG blob).
-
-    The pixels travel as raw 8-bit grey (ImageMagick's ``gray`` coder), not as PNG: the PNG coder is loaded lazily
-    and can bind to another libpng already loaded by OpenCV / PyAV wheels, where reads then fail. Quantisation is
-    the same (Q16 -> 8 bit by ImageMagick's ScaleQuantumToChar, as writing an 8-bit PNG).
-    """
+    """ImageMagick's MotionBlur of a uint8 (H, W) image through an 8-bit PNG blob, as the reference code."""
+    import cv2
     from wand.image import Image as WandImage
     from wand.resource import limits
 
-    # one ImageMagick thread: no OpenMP team survives in the libgomp it shares with torch, which would hang a
-    # process forked afterwards (DataLoader / tta.perturb workers); the blur is per pixel, the result the same
+    # one ImageMagick thread: no OpenMP team of ImageMagick's survives in the libgomp it shares with torch (a
+    # process forked afterwards could hang in it); the blur is per pixel, so the result does not change
     if limits["thread"] != 1:
         limits["thread"] = 1
-    h, w = img.shape
-    with WandImage(blob=np.ascontiguousarray(img, dtype=np.uint8).tobytes(), format="gray", width=w, height=h,
-                   depth=8) as im:
+    ok, png = cv2.imencode(".png", img)
+    with WandImage(blob=png.tobytes()) as im:
         im.motion_blur(radius=radius, sigma=sigma, angle=angle)
-        im.depth = 8
-        out = np.frombuffer(im.make_blob("gray"), np.uint8)
-    if out.size != h * w:
-        raise RuntimeError(f"ImageMagick returned {out.size} grey bytes for a {h}x{w} curtain")
-    return out.reshape(h, w).astype(np.float64)
+        out = cv2.imdecode(np.frombuffer(im.make_blob("png"), np.uint8), cv2.IMREAD_UNCHANGED)
+    return out.astype(np.float64) if out.ndim == 2 else out[..., 0].astype(np.float64)
 
 
 def wand_available() -> bool:
