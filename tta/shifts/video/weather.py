@@ -117,9 +117,15 @@ def motion_blur_taps(img: np.ndarray, radius: float, sigma: float, angle: float)
 
 
 def _motion_blur_imagemagick(img: np.ndarray, radius: float, sigma: float, angle: float) -> np.ndarray:
+    """ImageMagick's MotionBlur of a uint8 (H, W) image through an 8-bit PNG blob, as the reference code."""
     import cv2
     from wand.image import Image as WandImage
+    from wand.resource import limits
 
+    # one ImageMagick thread: no OpenMP team of ImageMagick's survives in the libgomp it shares with torch (a
+    # process forked afterwards could hang in it); the blur is per pixel, so the result does not change
+    if limits["thread"] != 1:
+        limits["thread"] = 1
     ok, png = cv2.imencode(".png", img)
     with WandImage(blob=png.tobytes()) as im:
         im.motion_blur(radius=radius, sigma=sigma, angle=angle)
