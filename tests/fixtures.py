@@ -244,3 +244,23 @@ def bit_equal(a, b) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(bit_equal(x, y) for x, y in zip(a, b, strict=True))
     return a == b
+
+
+def assert_contract_after_stream(name: str, adapter, before: dict, allowed: set, gradient_free: bool, optim0,
+                                 first: torch.Tensor, batches: list[dict]) -> None:
+    """The adapter contract once a stream ran: only ``allowed`` (query LayerNorm) tensors moved (none for a
+    gradient-free method), the weights stay finite, and ``reset()`` restores weights, optimizer state and the
+    first batch's scores bit for bit."""
+    after = state_copy(adapter.model)
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved <= allowed, f"{name} changed {sorted(moved - allowed)[:5]}"
+    if gradient_free:
+        assert not moved, f"{name} is gradient-free but changed {sorted(moved)[:5]}"
+    assert all(torch.isfinite(v).all() for v in after.values() if v.is_floating_point()), f"{name}: non-finite weights"
+    adapter.reset()
+    restored = state_copy(adapter.model)
+    assert all(torch.equal(before[k], restored[k]) for k in before), f"{name}: reset() did not restore the weights"
+    if optim0 is not None:
+        assert bit_equal(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
+    again = stream(adapter, batches[:1])
+    assert torch.equal(first[: len(again)], again), f"{name}: scores after reset() differ from the first pass"

@@ -12,10 +12,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import torch
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader
 
 from tests.conftest import tiny_overrides
 from tta.adapters import OnlineAdapter, build_adapter
@@ -83,13 +81,5 @@ def make_adapter(env: Env, adapter: str, *overrides: str, model: RetrievalModel 
 
     return build_adapter(cfg, model, env.gallery, env.gt, source_split=source_split)
 
-
-def stream(adapter: OnlineAdapter, batches: list[dict]) -> torch.Tensor:
-    """Run the batches through ``Trainer(inference_mode=False).test`` as the runner does; return the new rows."""
-    before = len(adapter.rows)
-    trainer = L.Trainer(accelerator="cpu", devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
-                        enable_model_summary=False, enable_progress_bar=False)
-    trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
-    return torch.cat(adapter.rows[before:])
 
 

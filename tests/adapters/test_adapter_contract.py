@@ -21,8 +21,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from tests.adapters.adapter_env import build_env, make_adapter, stream
-from tests.fixtures import bit_equal, state_copy
+from tests.adapters.adapter_env import build_env, make_adapter
+from tests.fixtures import assert_contract_after_stream, state_copy, stream
 from tta.adapters.base import BASE_STATE_KEYS
 from tta.utils.config import CONF_DIR
 
@@ -59,21 +59,8 @@ def test_adapter_contract(env, name):
     assert first.shape == (sum(len(b["index"]) for b in env.batches), env.gallery.shape[0])
     assert torch.isfinite(first).all()
 
-    after = state_copy(model)
-    moved = {k for k in before if not torch.equal(before[k], after[k])}
-    assert moved <= allowed, f"{name} changed {sorted(moved - allowed)[:5]}"
-    if name in UNTOUCHED or not adapted:
-        assert not moved, f"{name} is gradient-free but changed {sorted(moved)[:5]}"
-    for k in after:
-        assert torch.isfinite(after[k]).all(), f"{name}: non-finite {k}"
-
-    adapter.reset()
-    restored = state_copy(model)
-    assert all(torch.equal(before[k], restored[k]) for k in before), f"{name}: reset() did not restore the weights"
-    if optim0 is not None:
-        assert bit_equal(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
-    again = stream(adapter, env.batches[:1])
-    assert torch.equal(first[: len(again)], again), f"{name}: scores after reset() differ from the first pass"
+    assert_contract_after_stream(name, adapter, before, allowed, name in UNTOUCHED or not adapted, optim0, first,
+                                 env.batches)
 
 
 def test_source_scores_the_frozen_model(env):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.fixtures import bit_equal, build_fast_env, make_fast_adapter, state_copy, stream
+from tests.fixtures import assert_contract_after_stream, build_fast_env, make_fast_adapter, state_copy, stream
 from tta.utils.config import CONF_DIR
 
 pytestmark = pytest.mark.usefixtures("single_thread_torch")
@@ -79,20 +79,8 @@ def test_adapter_contract(case, name):
     assert first.shape == (sum(len(b["index"]) for b in env.batches), env.gallery.shape[0])
     assert torch.isfinite(first).all(), f"{name}: non-finite scores"
 
-    after = state_copy(model)
-    moved = {k for k in before if not torch.equal(before[k], after[k])}
-    assert moved <= allowed, f"{name} changed {sorted(moved - allowed)[:5]}"
-    if name in UNTOUCHED or not adapted:
-        assert not moved, f"{name} is gradient-free but changed {sorted(moved)[:5]}"
-    assert all(torch.isfinite(v).all() for v in after.values() if v.is_floating_point()), f"{name}: non-finite weights"
-
-    adapter.reset()
-    restored = state_copy(model)
-    assert all(torch.equal(before[k], restored[k]) for k in before), f"{name}: reset() did not restore the weights"
-    if optim0 is not None:
-        assert bit_equal(optim0, adapter.optimizer.state_dict()), f"{name}: optimizer state not restored"
-    again = stream(adapter, env.batches[:1])
-    assert torch.equal(first[: len(again)], again), f"{name}: scores after reset() differ from the first pass"
+    assert_contract_after_stream(name, adapter, before, allowed, name in UNTOUCHED or not adapted, optim0, first,
+                                 env.batches)
 
 
 def test_gradient_methods_do_move_the_query_layernorms():
@@ -124,3 +112,10 @@ def test_segment_change_resets_per_shift():
     adapter = make_fast_adapter(env, "tent")
     rows = stream(adapter, [first, again])
     assert torch.equal(rows[:4], rows[4:])
+
+
+def test_a_two_pass_method_without_second_pass_is_refused_when_defined():
+    from tta.adapters.base import OnlineAdapter
+
+    with pytest.raises(TypeError, match="two_pass = True but does not define second_pass"):
+        type("TwoPassWithoutSecond", (OnlineAdapter,), {"two_pass": True})

@@ -11,8 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.adapters.adapter_env import build_env, make_adapter, stream
+from tests.adapters.adapter_env import build_env, make_adapter
 from tests.conftest import tiny_overrides
+from tests.fixtures import stream
 from tta.adapters.components.hsm import hsm_refine
 from tta.adapters.components.losses import (
     cross_correlation,

@@ -9,8 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.adapters.adapter_env import build_env, make_adapter, stream
+from tests.adapters.adapter_env import build_env, make_adapter
 from tests.conftest import tiny_overrides
+from tests.fixtures import stream
 from tta.adapters.components.losses import in_batch_entropy, modality_gap, noise_aware_entropy, uniformity
 from tta.run import run
 from tta.utils.config import compose

@@ -129,6 +129,11 @@ class OnlineAdapter(L.LightningModule):
     #: (a list under this key, or the key inside each ``extras["steps"]`` entry); None = no selection.
     selected_key: str | None = None
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.two_pass and cls.second_pass is OnlineAdapter.second_pass:  # caught when the method is defined
+            raise TypeError(f"{cls.__name__} sets two_pass = True but does not define second_pass()")
+
     def __init__(self, steps: int = 0, lr: float | dict = 0.0, weight_decay: float = 0.0,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
                  predict_with: str = "last_forward"):
@@ -207,8 +212,9 @@ class OnlineAdapter(L.LightningModule):
         return None
 
     def second_pass(self, batch: dict, step: int) -> torch.Tensor | None:
-        """Two-pass methods (``two_pass = True``): the loss to back-propagate for the step, or None to skip."""
-        raise NotImplementedError(f"{type(self).__name__} sets two_pass but has no second_pass")
+        """Two-pass methods (``two_pass = True``; checked when the class is defined): the loss to back-propagate
+        for the step, or None to skip."""
+        return None
 
     def abandon_update(self) -> None:
         """Undo what a skipped update left behind (e.g. SAM's pending ascent); the base zeroes the gradients."""
