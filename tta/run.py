@@ -58,10 +58,10 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         ctx = StreamContext(cfg, scenario.shifts, data.layout, data.report, data.num_read, data.video_pairs,
                             scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy)
         n_scored = len(data.layout.queries) * len(scenario.shifts)
-        results, sims, finite = score_stream(adapter, ctx, time_s={
+        results, scored = score_stream(adapter, ctx, time_s={
             "total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
             "resumed_at_batch": start_batch})
-        record = write_run(run_dir, results, sims, finite, adapter.history, cfg)
+        record = write_run(run_dir, results, scored, adapter.history, cfg)
         logger.log_results(record)
         (run_dir / RESUME_FILE).unlink(missing_ok=True)  # the results are complete: nothing left to resume
         status = "finished"
