@@ -170,7 +170,8 @@ def _frame_markdown(frame, digits: int = 3) -> str:
     cols = list(frame.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in frame.iterrows():
-        lines.append("| " + " | ".join(f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row) + " |")
+        lines.append("| " + " | ".join(("" if v != v else f"{v:.{digits}f}") if isinstance(v, float) else str(v)
+                                       for v in row) + " |")
     return "\n".join(lines)
 
 

@@ -135,6 +135,10 @@ def gain_cost_plot(points: pd.DataFrame, out: Path, title: str, metric: str = "R
     ax.axhline(0, color="grey", lw=0.8)
     ax.axvline(1, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_xlabel(f"ms/query relative to {against} (log)", fontsize=8)
     ax.set_ylabel(f"{metric} gain over {against} (95 % interval)", fontsize=8)
     ax.legend(fontsize=7)
