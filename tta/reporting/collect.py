@@ -119,13 +119,23 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
 
 
 def _finish(df: pd.DataFrame) -> pd.DataFrame:
-    """Order ranks, and the columns every source has (older results and rows lack some)."""
-    for col in ("shift_seed", "failed_rows", "queries", "RSUM", *COST):
+    return _ranks(complete_columns(df))
+
+
+def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The run frame with every column the tables read (older results, rows and hand-made frames lack some):
+    config = adapter, one_to_one protocol, no per-query ranks, no failed rows, unknown cost."""
+    df = df.copy()
+    defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
+                "queries": None, "RSUM": None, **dict.fromkeys(COST)}
+    for col, value in defaults.items():
         if col not in df:
-            df[col] = None
+            df[col] = value
+    df["config"] = df["config"].where(df["config"].notna(), df["adapter"])
     df["shift_seed"] = df["shift_seed"].where(df["shift_seed"].notna(), df["seed"])
     df["failed_rows"] = df["failed_rows"].fillna(0).astype(int)
-    return _ranks(df)
+    df["queries"] = df["queries"].astype(object).where(df["queries"].notna(), None)
+    return df
 
 
 def _overrides(row: dict) -> dict[str, str]:
@@ -170,6 +180,8 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
                     "failed_rows": int(r.get("failed_rows") or 0),
                     **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
+            if r["config"].endswith(f" seed {base['seed']}"):  # a seed in the label: a repeat of the same cell
+                base["config"] = r["config"][: -len(f" seed {base['seed']}")]
             parts = [(r["shift"], r["severity"], r)]
             if base["scenario"] == "continual":
                 parts = [("stream", 0, r)]

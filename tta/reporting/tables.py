@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from tta.metrics.robustness import aggregate_robustness
-from tta.reporting.collect import ADAPTER_ORDER, CELL, level_label, shift_label, shift_level
+from tta.reporting.collect import ADAPTER_ORDER, CELL, complete_columns, level_label, shift_label, shift_level
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, Comparison, QueryRanks, compare
 
 KEYS = ("data", "task", "scenario")
@@ -224,6 +224,7 @@ def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1"
     Returns ({cell key: Comparison}, {cell key: why not}) where a cell key is the values of
     :data:`~tta.reporting.collect.CELL` of the compared configuration; a cell is left out (with its reason) when a
     run of either arm has no per-query ranks."""
+    df = complete_columns(df)
     if metric not in PAIRED_METRICS:
         raise ValueError(f"paired comparisons take {', '.join(PAIRED_METRICS)}, not {metric}")
     if not (df["config"] == against).any():
@@ -281,6 +282,7 @@ def paper_tables(df: pd.DataFrame, metric: str = "R@1", comparisons: dict | None
     grouped by shift level, ``Avg`` over the shifted columns, then the cost (ms/query, adaptation share, peak
     memory, failed rows). Cells are mean ± sd over seeds with n; ``comparisons`` (of :func:`compare_cells` against
     ``against``) mark the cells whose paired interval excludes zero."""
+    df = complete_columns(df)
     tables = []
     comparisons = comparisons or {}
     for key, part in df.groupby(list(KEYS), sort=True):
@@ -319,6 +321,7 @@ def paper_tables(df: pd.DataFrame, metric: str = "R@1", comparisons: dict | None
 def severity_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
     """The long layout for sweeps over severities: per (data, task, scenario), rows = (model, adapter, shift) with
     the shift's level, columns = severities and the mean over them. Shifts at one severity only are left out."""
+    df = complete_columns(df)
     tables = []
     for key, part in df.groupby(list(KEYS), sort=True):
         several = part.groupby("shift")["severity"].nunique()
@@ -358,6 +361,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
     interval against the runner-up lies above zero (runs without per-query ranks are never bold); ``mean`` adds a
     row with the mean over the shifted rows (not ``clean``) for the columns that have every one of them.
     """
+    df = complete_columns(df)
     df = df.assign(row_label=[shift_label(s, v) for s, v in zip(df["shift"], df["severity"], strict=True)],
                    first_seen=range(len(df)))
     df = df.sort_values("model", kind="stable")  # backbones (and per-backbone tables) in name order
@@ -488,12 +492,13 @@ def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Tab
     (ms/query, adaptation share, peak memory, failed rows): the columns a run has; % sims < 0 is the share of
     negative scores in the final matrix, recorded by row files. ``sort``: by model, task, then
     :data:`~tta.reporting.collect.ADAPTER_ORDER`; otherwise in input order."""
+    df = complete_columns(df)
     df = df.assign(neg_percent=100 * df["neg_share"].astype(float) if "neg_share" in df else float("nan"),
                    adapt_percent=100 * df["adapt_share"].astype(float) if "adapt_share" in df else float("nan"))
     if sort:
         df = df.sort_values(["model", "task", "adapter_rank", "config"], kind="stable")
-    have = [(k, label, d) for k, label, d in LIST_COLUMNS if k in df and df[k].astype(float).fillna(0).ne(0).any()
-            or (k in ("R@1", "R@5") and k in df and df[k].notna().any())]
+    have = [(k, label, d) for k, label, d in LIST_COLUMNS if k in df and df[k].notna().any()
+            and (k != "failed_rows" or (df[k] > 0).any())]
     index = pd.MultiIndex.from_tuples([(c, m, t, shift_label(s, v)) for c, m, t, s, v in
                                        df[["config", "model", "task", "shift", "severity"]].itertuples(index=False)],
                                       names=["config", "model", "task", "shift"])
@@ -542,6 +547,7 @@ def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "so
                          f"0-100 scale); use --robustness {'|'.join(ROBUST_METRICS)}")
     if reference not in ("source", "own"):
         raise ValueError(f"unknown robustness reference {reference!r}; use source or own")
+    df = complete_columns(df)
     rows, notes = [], []
     for key, part in df.groupby(list(KEYS), sort=True):
         for model, mpart in part.groupby("model", sort=True):
