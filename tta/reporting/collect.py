@@ -131,6 +131,8 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     for col, value in defaults.items():
         if col not in df:
             df[col] = value
+    if all(k in df for k in ("R@1", "R@5", "R@10")):
+        df["RSUM"] = df["RSUM"].where(df["RSUM"].notna(), df["R@1"] + df["R@5"] + df["R@10"])
     df["config"] = df["config"].where(df["config"].notna(), df["adapter"])
     df["shift_seed"] = df["shift_seed"].where(df["shift_seed"].notna(), df["seed"])
     df["failed_rows"] = df["failed_rows"].fillna(0).astype(int)
