@@ -2,7 +2,7 @@
 hierarchical bootstrap interval and a paired sign-flip test, from the per-query ranks every run records
 (``query_ranks.npz``, or the compact copy in a row file).
 
-Scheme (docs/results.md, "Comparisons"): for a cell (data, task, scenario, backbone, shift, severity), arm A (e.g.
+Scheme (docs/methods/metrics.md, "Comparisons"): for a cell (data, task, scenario, backbone, shift, severity), arm A (e.g.
 an adapter) has S_A runs (seeds), arm B (source, or ``--baseline``) S_B runs, all scored on the same queries. A
 query's hit is 100 * (rank <= K) for R@K, and the sum of its R@1, R@5 and R@10 hits for RSUM, so the mean of the
 hits over the queries is the run's metric. The difference is mean_A - mean_B (each the mean over its seeds).

@@ -108,8 +108,8 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
             "no per-query ranks" not in " ".join(r.notes) for r in rendered)
         body = "\n\n".join(r.to_markdown() for r in rendered)
         tables.append((t.get("note"), table_command(rel, **opts), body))
-    how = ("▲/▼ mark cells whose paired 95 % bootstrap interval against source excludes zero (docs/results.md, "
-           "comparisons)." if intervals else
+    how = ("▲/▼ mark cells whose paired 95 % bootstrap interval against source excludes zero (how: "
+           "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
            "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
     if seeds == {42}:
         seed_line = ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
