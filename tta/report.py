@@ -46,8 +46,15 @@ from tta.reporting.collect import export_rows, load_runs, shift_label
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, pooled
 from tta.reporting.pages import render_pages, render_tables
 from tta.reporting.plots import gain_cost_plot, kocc_histograms, severity_curves, sims_heatmaps
-from tta.reporting.tables import (KEYS, ROBUST_METRICS, compare_cells, comparison_tables, paper_tables,
-                                  robustness_table, severity_tables)
+from tta.reporting.tables import (
+    KEYS,
+    ROBUST_METRICS,
+    compare_cells,
+    comparison_tables,
+    paper_tables,
+    robustness_table,
+    severity_tables,
+)
 
 log = logging.getLogger("tta.report")
 

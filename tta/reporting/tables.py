@@ -236,7 +236,7 @@ def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1"
         ref = part[part["config"] == against]
         if ref.empty:
             continue
-        for config, arm in part[part["config"] != against].groupby("config", sort=False):
+        for _, arm in part[part["config"] != against].groupby("config", sort=False):
             key = _cell_key(arm.iloc[0])
             runs_a, runs_b = list(arm["queries"]), list(ref["queries"])
             if any(not isinstance(q, QueryRanks) for q in runs_a + runs_b):
@@ -383,7 +383,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
         index = pd.MultiIndex.from_tuples(rows, names=["task", "shift"])
         columns = pd.MultiIndex.from_tuples(cols)
 
-        def frame_of(fn, dtype=float):
+        def frame_of(fn, dtype=float, cell_runs=cell_runs, cols=cols, rows=rows, index=index, columns=columns):
             return pd.DataFrame([[fn(cell_runs.get((t, r, m, c))) for m, c in cols] for t, r in rows],
                                 index=index, columns=columns, dtype=dtype)
 
@@ -396,7 +396,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
         best = _bold(values[metric], cell_runs, metric, resamples, seed) if bold else None
         shifted = [i for i, (_, r) in enumerate(rows) if r != "clean"]
         if mean and shifted:
-            for name, frame in values.items():
+            for frame in values.values():
                 sub = frame.iloc[shifted]
                 frame.loc[("mean", f"{len(shifted)} shifts"), :] = sub.mean(axis=0).where(sub.notna().all(axis=0))
             sd, n, marks = (f.reindex(values[metric].index) for f in (sd, n, marks))
