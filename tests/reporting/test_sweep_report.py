@@ -76,7 +76,7 @@ def test_report_tables_equal_results_and_has_plots_and_html(sweep, tmp_path):
     assert "| clip4clip | hatvtr |" not in md and "| clip4clip | tent |" in md
     assert md.index("| clip4clip | source |") < md.index("| clip4clip | tent |") < md.index("| clip4clip | hsm |")
     assert r"\begin{tabular}" in (tmp_path / "report" / "tables.tex").read_text()
-    assert "low/gaussian" in (tmp_path / "report" / "tables.csv").read_text()
+    assert "low-level/gaussian" in (tmp_path / "report" / "tables.csv").read_text()
     rob = rep["robustness"]
     src_clean = frame.loc[("clip4clip", "source"), ("clean", "clean")]
     tent = rob[rob["adapter"] == "tent"].iloc[0]
