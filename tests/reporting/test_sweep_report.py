@@ -65,24 +65,24 @@ def test_report_tables_equal_results_and_has_plots_and_html(sweep, tmp_path):
     frame = table.frame
     for f in sweep_dir.rglob("results.json"):
         res = json.loads(f.read_text())
-        level = "clean" if res["shift"] == "clean" else "low"
+        level = "clean" if res["shift"] == "clean" else "low-level"
         assert frame.loc[(res["model"], res["adapter"]), (level, res["shift"])] == pytest.approx(res["retrieval"]["R@1"])
         src = json.loads(f.read_text())
         assert src["hubness"]["skewness"] >= -10
     for adapter in ADAPTERS:  # Avg over the shifted columns only (clean is not averaged)
         assert frame.loc[("clip4clip", adapter), ("", "Avg")] == pytest.approx(frame.loc[("clip4clip", adapter),
-                                                                                         ("low", "gaussian")])
+                                                                                         ("low-level", "gaussian")])
     md = (tmp_path / "report" / "tables.md").read_text()
     assert "| clip4clip | hatvtr |" not in md and "| clip4clip | tent |" in md
     assert md.index("| clip4clip | source |") < md.index("| clip4clip | tent |") < md.index("| clip4clip | hsm |")
     assert r"\begin{tabular}" in (tmp_path / "report" / "tables.tex").read_text()
-    assert "low/gaussian" in (tmp_path / "report" / "tables.csv").read_text()
+    assert "low-level/gaussian" in (tmp_path / "report" / "tables.csv").read_text()
     rob = rep["robustness"]
     src_clean = frame.loc[("clip4clip", "source"), ("clean", "clean")]
     tent = rob[rob["adapter"] == "tent"].iloc[0]
-    assert tent["clean_source"] == pytest.approx(src_clean)
+    assert tent["scope"] == "overall" and tent["clean"] == pytest.approx(src_clean)
     assert tent["relative_robustness"] == pytest.approx(1 - (src_clean - frame.loc[("clip4clip", "tent"),
-                                                                                    ("low", "gaussian")]) / src_clean)
+                                                                                    ("low-level", "gaussian")]) / src_clean)
     names = {p.name.split("_")[0] for p in rep["figures"]}
     assert {"kocc", "sims"} <= names
     page = rep["html"].read_text()
@@ -243,12 +243,12 @@ def test_severity_tables_long_layout():
                      "seed": seed, "R@1": 40.0})
     df = pd.DataFrame(rows)
     (table,) = severity_tables(df)
-    assert list(table.frame.index) == [("xpool", "source", "low", "gaussian")]  # one-severity shifts left out
+    assert list(table.frame.index) == [("xpool", "source", "low-level", "gaussian")]  # one-severity shifts left out
     assert table.frame.iloc[0].tolist() == [50.5, 30.5, 10.5, 30.5]  # s1 s3 s5 (mean of 2 seeds), then their mean
     md = table.to_markdown()
-    assert "| model | adapter | level | shift | s1 | s3 | s5 | mean |" in md
-    assert "| xpool | source | low | gaussian | 50.5 | 30.5 | 10.5 | 30.5 |" in md
-    assert r"xpool & source & low & gaussian & 50.5 & 30.5 & 10.5 & 30.5" in table.to_latex()
+    assert "| model | adapter | shift level | shift | s1 | s3 | s5 | mean |" in md
+    assert "| xpool | source | low-level | gaussian | 50.5 ± 0.7 (2) | 30.5 ± 0.7 (2) | 10.5 ± 0.7 (2) | 30.5 |" in md
+    assert r"xpool & source & low-level & gaussian & 50.5 $\pm$ 0.7 (2) & 30.5" in table.to_latex()
     wide = paper_tables(df)[0].frame  # shift-major columns: gaussian s1, s3, s5, then motion_blur
     assert [c[1] for c in wide.columns] == ["gaussian s1", "gaussian s3", "gaussian s5", "motion_blur", "Avg"]
 
