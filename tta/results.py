@@ -28,7 +28,8 @@ from tta.utils.io import atomic_torch_save, atomic_write_json
 log = logging.getLogger(__name__)
 
 # config keys that do not change what a run computes (a re-run with other values is the same run)
-NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every")
+NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every",
+                "callbacks", "tags", "task_name", "print_config")
 
 
 @dataclass
@@ -209,11 +210,69 @@ def collapse_check(sims: torch.Tensor, share: float = 0.5) -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
+    import hydra
     import lightning
+    import numpy
     import open_clip
 
     return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
-            "open_clip": open_clip.__version__}
+            "open_clip": open_clip.__version__, "hydra": hydra.__version__, "numpy": numpy.__version__}
+
+
+def git_revision(path: str | Path | None = None) -> dict[str, Any] | None:
+    """``{"commit", "dirty"}`` of the git checkout holding ``path`` (default: this package's source); None outside
+    a checkout or without git. Dirty = tracked files differ from the commit (untracked files do not count)."""
+    import subprocess
+
+    where = str(Path(path) if path else Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
+        if head.returncode != 0:
+            return None
+        status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def device_name(accelerator: str = "auto") -> dict[str, str]:
+    """The device a run's Trainer uses: ``{"type", "name"}`` (GPU model, or the CPU model)."""
+    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        return {"type": "cuda", "name": torch.cuda.get_device_name(0)}
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"type": "cpu", "name": name}
+
+
+def provenance(cfg: DictConfig | None = None, started: float | None = None) -> dict[str, Any]:
+    """Where and how a run was computed (results.json ``provenance``, every logger): the code's git revision
+    (absent outside a checkout), package versions, device, precision, threads, host, command line, start and end
+    time (UTC ISO; end = now)."""
+    import datetime
+    import shlex
+    import socket
+    import sys
+    import time
+
+    def iso(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")
+
+    trainer = (cfg.get("trainer") if cfg is not None else None) or {}
+    out: dict[str, Any] = {"git": git_revision(), "versions": versions(),
+                           "device": device_name(str(trainer.get("accelerator", "auto"))),
+                           "precision": str(trainer.get("precision", "32-true")), "threads": torch.get_num_threads(),
+                           "host": socket.gethostname(), "command": shlex.join(sys.argv),
+                           "started": iso(started if started is not None else time.time()), "finished": iso(time.time())}
+    if out["git"] is None:
+        del out["git"]
+    return out
 
 
 def write_run(run_dir: Path, results: RunResults, sims: torch.Tensor, finite: torch.Tensor, history: list,
