@@ -36,7 +36,7 @@ import re
 import sys
 from pathlib import Path
 
-from tta.reporting.collect import load_runs, shift_label
+from tta.reporting.collect import load_runs, provenance_summary, shift_label
 from tta.reporting.pages import render_pages, render_tables
 from tta.reporting.plots import kocc_histograms, severity_curves, sims_heatmaps
 from tta.reporting.tables import paper_tables, robustness_table, severity_tables
@@ -59,13 +59,17 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     out.mkdir(parents=True, exist_ok=True)
     df, failures = load_runs(sources)
     tables = paper_tables(df, metric)
-    (out / "tables.md").write_text("\n\n".join(t.to_markdown() for t in tables) + "\n")
+    for t in tables:  # where each table's runs come from, printed under it (results.json "provenance")
+        t.provenance = table_provenance(df, t.title)
+    (out / "tables.md").write_text("\n\n".join(_with_provenance(t) for t in tables) + "\n")
     (out / "tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables))
     (out / "tables.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in tables) + "\n")
     by_severity = severity_tables(df, metric)
     if by_severity:  # the long layout: one row per shift, one column per severity
         (out / "severity_tables.md").write_text("\n\n".join(t.to_markdown() for t in by_severity) + "\n")
         (out / "severity_tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in by_severity))
+        for t in by_severity:
+            t.provenance = table_provenance(df, t.title)
         tables = [*tables, *by_severity]
     rob, notes = robustness_table(df, metric)
     for _, r in df[df["skipped"] > 0].iterrows():  # metrics over fewer pairs than the dataset has: say so
@@ -92,6 +96,19 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     log.info("report of %d runs (%d failed jobs) written to %s", len(df), len(failures), out)
     return {"tables": tables, "robustness": rob, "figures": [f[2] for f in figures], "html": out / "index.html",
             "failures": failures, "runs": df}
+
+
+def table_provenance(df, title: str) -> str:
+    """The provenance line of the runs behind a table (its title starts with "<data> <task> (<scenario>")."""
+    for (data, task, scenario), part in df.groupby(["data", "task", "scenario"]):
+        if title.startswith(f"{data} {task} ({scenario}"):
+            return provenance_summary(part)
+    return provenance_summary(df)
+
+
+def _with_provenance(table) -> str:
+    line = getattr(table, "provenance", None)
+    return table.to_markdown() + (f"\n\n_{line}_" if line else "")
 
 
 def _frame_markdown(frame, digits: int = 3) -> str:
@@ -128,7 +145,10 @@ def _md_table_to_html(md: str) -> str:
 def _html(sweep, tables, rob_md, notes, figures, failures, n_runs) -> str:
     parts = [f"<h1>tta report: {html.escape(str(sweep))}</h1>", f"<p>{n_runs} runs, {len(failures)} failed jobs</p>",
              "<h2>Tables</h2>"]
-    parts += [_md_table_to_html(t.to_markdown()) for t in tables]
+    for t in tables:
+        parts.append(_md_table_to_html(t.to_markdown()))
+        if getattr(t, "provenance", None):
+            parts.append(f"<p class='provenance'>{html.escape(t.provenance)}</p>")
     parts += ["<h2>Robustness (against the clean source run)</h2>", _md_table_to_html(rob_md)]
     parts += [f"<p>{html.escape(n)}</p>" for n in notes]
     if failures:
@@ -167,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-model", action="store_true", help="pivot: one table per backbone")
     ap.add_argument("--segments", action="store_true", help="split continual streams into their shifts")
     ap.add_argument("--sort", action="store_true", help="list: by model, task, then the adapter order")
+    ap.add_argument("--wandb", action="store_true", help="paper layout: also log the report as one W&B summary run "
+                                                         "(offline without an API key; docs/dashboards.md)")
+    ap.add_argument("--wandb-project", default="tta", help="with --wandb: the W&B project")
     ap.add_argument("--pages", default=None, help="render the docs pages of this spec (docs/results/pages.yaml)")
     ap.add_argument("--page", action="append", help="with --pages: only these pages (repeatable)")
     ap.add_argument("--date", default=None, help="with --pages: the rendering date to print (default: today)")
@@ -182,8 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
         if layout == "paper":
             rep = build_report(args.sources, args.out, args.metric)
-            print("\n\n".join(t.to_markdown() for t in rep["tables"]))
+            print("\n\n".join(_with_provenance(t) for t in rep["tables"]))
             print(f"\nreport: {rep['html']}")
+            if args.wandb:
+                from tta.reporting.wandb_summary import upload_report
+
+                run_id = upload_report(rep, args.sources[0], rep["html"].parent, project=args.wandb_project)
+                print(f"W&B summary run: {args.wandb_project}/{run_id}")
             return 0
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
                                args.per_model, args.segments, args.sort)
