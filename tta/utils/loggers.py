@@ -91,7 +91,7 @@ class WandbLogger(_LightningWandb):
     ``mode=auto`` (offline without credentials; ``wandb sync <run dir>/wandb/offline-run-*`` later), metric
     definitions (x-axis = stream batch; summaries of the running curves) and, at the end, media and artifacts."""
 
-    #: running curves whose last value is the run's value (the rest keep W&B's default, the last value too)
+    #: summaries of the running curves (W&B keeps the last value of the others)
     SUMMARIES = {"stream/R@1_step": "last,max", "stream/skewness": "last", "adapt/loss_step": "mean,last",
                  "time/adapt_s": "mean", "adapt/skipped_updates": "max"}
 
