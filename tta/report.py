@@ -42,8 +42,12 @@ import re
 import sys
 from pathlib import Path
 
+<<<<<<< HEAD
 from tta.reporting.collect import export_rows, load_runs, shift_label
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, pooled
+=======
+from tta.reporting.collect import load_runs, provenance_summary, shift_label
+>>>>>>> wip/dash
 from tta.reporting.pages import render_pages, render_tables
 from tta.reporting.plots import gain_cost_plot, kocc_histograms, severity_curves, sims_heatmaps
 from tta.reporting.tables import (
@@ -88,6 +92,7 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
                          f"{', '.join(sorted(df['config'].unique()))}")
     out = Path(out) if out else sources[0] / "report"
     out.mkdir(parents=True, exist_ok=True)
+<<<<<<< HEAD
     paired = metric if metric in PAIRED_METRICS else "R@1"  # ranks and skewness have no per-query hit
     compared = {}
     for against in dict.fromkeys(a for a in ("source", baseline) if a and (df["config"] == a).any()):
@@ -103,6 +108,23 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
         (out / f"{name}.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in group))
         (out / f"{name}.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in group) + "\n")
     rob, notes = robustness_table(df, robustness, reference, groups)
+=======
+    df, failures = load_runs(sources)
+    tables = paper_tables(df, metric)
+    for t in tables:  # where each table's runs come from, printed under it (results.json "provenance")
+        t.provenance = table_provenance(df, t.title)
+    (out / "tables.md").write_text("\n\n".join(_with_provenance(t) for t in tables) + "\n")
+    (out / "tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables))
+    (out / "tables.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in tables) + "\n")
+    by_severity = severity_tables(df, metric)
+    if by_severity:  # the long layout: one row per shift, one column per severity
+        (out / "severity_tables.md").write_text("\n\n".join(t.to_markdown() for t in by_severity) + "\n")
+        (out / "severity_tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in by_severity))
+        for t in by_severity:
+            t.provenance = table_provenance(df, t.title)
+        tables = [*tables, *by_severity]
+    rob, notes = robustness_table(df, metric)
+>>>>>>> wip/dash
     for _, r in df[df["skipped"] > 0].iterrows():  # metrics over fewer pairs than the dataset has: say so
         notes.append(f"{r['dir']}: {r['skipped']} input pair(s) skipped (results.json 'skipped'); its metrics are "
                      f"over {r['num_queries']} queries")
@@ -173,6 +195,19 @@ def _gain_cost_points(df, comps: dict, against: str):
                                        "high"])
 
 
+def table_provenance(df, title: str) -> str:
+    """The provenance line of the runs behind a table (its title starts with "<data> <task> (<scenario>")."""
+    for (data, task, scenario), part in df.groupby(["data", "task", "scenario"]):
+        if title.startswith(f"{data} {task} ({scenario}"):
+            return provenance_summary(part)
+    return provenance_summary(df)
+
+
+def _with_provenance(table) -> str:
+    line = getattr(table, "provenance", None)
+    return table.to_markdown() + (f"\n\n_{line}_" if line else "")
+
+
 def _frame_markdown(frame, digits: int = 3) -> str:
     cols = list(frame.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -215,12 +250,20 @@ def _figure(title: str, path) -> str:
 def _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary) -> str:
     parts = [f"<h1>tta report: {html.escape(str(sweep))}</h1>", f"<p>{html.escape(summary)}</p>",
              "<h2>Tables</h2>"]
+<<<<<<< HEAD
     parts += [_md_table_to_html(t.to_markdown()) for t in tables]
     if comparisons or any(f[0] == "gain" for f in figures):
         parts.append("<h2>Paired comparisons and cost</h2>")
         parts += [_figure(title, path) for kind, title, path in figures if kind == "gain"]
         parts += [_md_table_to_html(t.to_markdown()) for t in comparisons]
     parts += ["<h2>Robustness</h2>", f"<p>{html.escape(rob_head)}</p>", _md_table_to_html(rob_md)]
+=======
+    for t in tables:
+        parts.append(_md_table_to_html(t.to_markdown()))
+        if getattr(t, "provenance", None):
+            parts.append(f"<p class='provenance'>{html.escape(t.provenance)}</p>")
+    parts += ["<h2>Robustness (against the clean source run)</h2>", _md_table_to_html(rob_md)]
+>>>>>>> wip/dash
     parts += [f"<p>{html.escape(n)}</p>" for n in notes]
     if failures:
         parts.append("<h2>Failed jobs</h2><ul>" + "".join(
@@ -268,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-model", action="store_true", help="pivot: one table per backbone")
     ap.add_argument("--segments", action="store_true", help="split continual streams into their shifts")
     ap.add_argument("--sort", action="store_true", help="list: by model, task, then the adapter order")
+    ap.add_argument("--wandb", action="store_true", help="paper layout: also log the report as one W&B summary run "
+                                                         "(offline without an API key; docs/dashboards.md)")
+    ap.add_argument("--wandb-project", default="tta", help="with --wandb: the W&B project")
     ap.add_argument("--pages", default=None, help="render the docs pages of this spec (docs/results/pages.yaml)")
     ap.add_argument("--page", action="append", help="with --pages: only these pages (repeatable)")
     ap.add_argument("--date", default=None, help="with --pages: the rendering date to print (default: today)")
@@ -282,12 +328,23 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("give a sweep directory or row files (or --pages)")
         layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
         if layout == "paper":
+<<<<<<< HEAD
             if args.resamples < 1:
                 raise ValueError(f"--resamples must be at least 1, got {args.resamples}")
             rep = build_report(args.sources, args.out, args.metric, args.baseline, args.resamples,
                                args.bootstrap_seed, args.robustness, args.reference, args.groups, args.rows)
             print("\n\n".join(t.to_markdown() for t in rep["tables"] + rep["comparisons"]))
             print(f"\n{rep['summary']}; report: {rep['html']}")
+=======
+            rep = build_report(args.sources, args.out, args.metric)
+            print("\n\n".join(_with_provenance(t) for t in rep["tables"]))
+            print(f"\nreport: {rep['html']}")
+            if args.wandb:
+                from tta.reporting.wandb_summary import upload_report
+
+                run_id = upload_report(rep, args.sources[0], rep["html"].parent, project=args.wandb_project)
+                print(f"W&B summary run: {args.wandb_project}/{run_id}")
+>>>>>>> wip/dash
             return 0
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
                                args.per_model, args.segments, args.sort, resamples=args.resamples,

@@ -109,6 +109,7 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
         row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
         row["dir"] = str(file.parent)
+        row.update(provenance_columns(res.get("provenance") or {}))
         rows.append(row)
     for err in sorted(root.rglob("error.txt")):
         if not (err.parent / "results.json").exists():
@@ -138,6 +139,30 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     df["failed_rows"] = df["failed_rows"].fillna(0).astype(int)
     df["queries"] = df["queries"].astype(object).where(df["queries"].notna(), None)
     return df
+
+
+def provenance_columns(prov: dict) -> dict:
+    """The columns a report prints per table from results.json ``provenance`` (None where not recorded)."""
+    git = prov.get("git") or {}
+    return {"commit": git.get("commit"), "dirty": git.get("dirty"), "device": (prov.get("device") or {}).get("name"),
+            "started": prov.get("started"), "finished": prov.get("finished")}
+
+
+def provenance_summary(part: pd.DataFrame) -> str:
+    """One line on where a table's runs come from: code commit(s) and dirty checkouts, device(s), date range."""
+    if "commit" not in part or part["commit"].isna().all():
+        return "provenance: not recorded in these runs' results.json"
+    commits = sorted({str(c)[:10] for c in part["commit"].dropna()})
+    dirty = int(part["dirty"].fillna(False).astype(bool).sum())
+    devices = sorted({str(d) for d in part["device"].dropna()})
+    times = sorted([t for t in part["started"].dropna()] + [t for t in part["finished"].dropna()])
+    span = f"{times[0][:16].replace('T', ' ')} to {times[-1][:16].replace('T', ' ')} UTC" if times else "unknown dates"
+    code = f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}"
+    code += f" (dirty checkout in {dirty} of {len(part)} runs)" if dirty else " (clean)"
+    missing = int(part["commit"].isna().sum())
+    if missing:
+        code += f", {missing} run(s) without a git revision"
+    return f"provenance: {code}; device {', '.join(devices) or 'unknown'}; {span}"
 
 
 def _overrides(row: dict) -> dict[str, str]:
