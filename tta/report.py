@@ -42,12 +42,8 @@ import re
 import sys
 from pathlib import Path
 
-<<<<<<< HEAD
-from tta.reporting.collect import export_rows, load_runs, shift_label
+from tta.reporting.collect import export_rows, load_runs, provenance_summary, shift_label
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, pooled
-=======
-from tta.reporting.collect import load_runs, provenance_summary, shift_label
->>>>>>> wip/dash
 from tta.reporting.pages import render_pages, render_tables
 from tta.reporting.plots import gain_cost_plot, kocc_histograms, severity_curves, sims_heatmaps
 from tta.reporting.tables import (
@@ -92,7 +88,6 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
                          f"{', '.join(sorted(df['config'].unique()))}")
     out = Path(out) if out else sources[0] / "report"
     out.mkdir(parents=True, exist_ok=True)
-<<<<<<< HEAD
     paired = metric if metric in PAIRED_METRICS else "R@1"  # ranks and skewness have no per-query hit
     compared = {}
     for against in dict.fromkeys(a for a in ("source", baseline) if a and (df["config"] == a).any()):
@@ -101,30 +96,15 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     tables = paper_tables(df, metric, src if metric in PAIRED_METRICS else None)
     comparisons = [t for a, (c, m) in compared.items() for t in comparison_tables(c, m, a, paired)]
     by_severity = severity_tables(df, metric)
+    for t in (*tables, *by_severity):  # where each table's runs come from, printed under it (results.json "provenance")
+        t.provenance = table_provenance(df, t.title)
     for name, group in (("tables", tables), ("comparisons", comparisons), ("severity_tables", by_severity)):
         if not group:
             continue
-        (out / f"{name}.md").write_text("\n\n".join(t.to_markdown() for t in group) + "\n")
+        (out / f"{name}.md").write_text("\n\n".join(_with_provenance(t) for t in group) + "\n")
         (out / f"{name}.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in group))
         (out / f"{name}.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in group) + "\n")
     rob, notes = robustness_table(df, robustness, reference, groups)
-=======
-    df, failures = load_runs(sources)
-    tables = paper_tables(df, metric)
-    for t in tables:  # where each table's runs come from, printed under it (results.json "provenance")
-        t.provenance = table_provenance(df, t.title)
-    (out / "tables.md").write_text("\n\n".join(_with_provenance(t) for t in tables) + "\n")
-    (out / "tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables))
-    (out / "tables.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in tables) + "\n")
-    by_severity = severity_tables(df, metric)
-    if by_severity:  # the long layout: one row per shift, one column per severity
-        (out / "severity_tables.md").write_text("\n\n".join(t.to_markdown() for t in by_severity) + "\n")
-        (out / "severity_tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in by_severity))
-        for t in by_severity:
-            t.provenance = table_provenance(df, t.title)
-        tables = [*tables, *by_severity]
-    rob, notes = robustness_table(df, metric)
->>>>>>> wip/dash
     for _, r in df[df["skipped"] > 0].iterrows():  # metrics over fewer pairs than the dataset has: say so
         notes.append(f"{r['dir']}: {r['skipped']} input pair(s) skipped (results.json 'skipped'); its metrics are "
                      f"over {r['num_queries']} queries")
@@ -250,20 +230,15 @@ def _figure(title: str, path) -> str:
 def _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary) -> str:
     parts = [f"<h1>tta report: {html.escape(str(sweep))}</h1>", f"<p>{html.escape(summary)}</p>",
              "<h2>Tables</h2>"]
-<<<<<<< HEAD
-    parts += [_md_table_to_html(t.to_markdown()) for t in tables]
+    for t in tables:
+        parts.append(_md_table_to_html(t.to_markdown()))
+        if getattr(t, "provenance", None):
+            parts.append(f"<p class='provenance'>{html.escape(t.provenance)}</p>")
     if comparisons or any(f[0] == "gain" for f in figures):
         parts.append("<h2>Paired comparisons and cost</h2>")
         parts += [_figure(title, path) for kind, title, path in figures if kind == "gain"]
         parts += [_md_table_to_html(t.to_markdown()) for t in comparisons]
     parts += ["<h2>Robustness</h2>", f"<p>{html.escape(rob_head)}</p>", _md_table_to_html(rob_md)]
-=======
-    for t in tables:
-        parts.append(_md_table_to_html(t.to_markdown()))
-        if getattr(t, "provenance", None):
-            parts.append(f"<p class='provenance'>{html.escape(t.provenance)}</p>")
-    parts += ["<h2>Robustness (against the clean source run)</h2>", _md_table_to_html(rob_md)]
->>>>>>> wip/dash
     parts += [f"<p>{html.escape(n)}</p>" for n in notes]
     if failures:
         parts.append("<h2>Failed jobs</h2><ul>" + "".join(
@@ -328,23 +303,17 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("give a sweep directory or row files (or --pages)")
         layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
         if layout == "paper":
-<<<<<<< HEAD
             if args.resamples < 1:
                 raise ValueError(f"--resamples must be at least 1, got {args.resamples}")
             rep = build_report(args.sources, args.out, args.metric, args.baseline, args.resamples,
                                args.bootstrap_seed, args.robustness, args.reference, args.groups, args.rows)
-            print("\n\n".join(t.to_markdown() for t in rep["tables"] + rep["comparisons"]))
+            print("\n\n".join(_with_provenance(t) for t in rep["tables"] + rep["comparisons"]))
             print(f"\n{rep['summary']}; report: {rep['html']}")
-=======
-            rep = build_report(args.sources, args.out, args.metric)
-            print("\n\n".join(_with_provenance(t) for t in rep["tables"]))
-            print(f"\nreport: {rep['html']}")
             if args.wandb:
                 from tta.reporting.wandb_summary import upload_report
 
                 run_id = upload_report(rep, args.sources[0], rep["html"].parent, project=args.wandb_project)
                 print(f"W&B summary run: {args.wandb_project}/{run_id}")
->>>>>>> wip/dash
             return 0
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
                                args.per_model, args.segments, args.sort, resamples=args.resamples,
