@@ -37,6 +37,9 @@ def _recipe_key(cfg: DictConfig) -> str:
         plain.pop(k, None)
     for k in _DATA_VOLATILE:
         (plain.get("data") or {}).pop(k, None)
+    reader = (plain.get("data") or {}).get("reader")
+    if isinstance(reader, dict):  # a reader enters by its format (the module of its _target_); its options are data keys
+        plain["data"]["reader"] = reader["_target_"].rsplit(".", 2)[-2]
     for node in (plain.get("pretrain_corpus"), (plain.get("data") or {}).get("synth")):
         if isinstance(node, dict):  # which class builds the data is not part of what it holds
             node.pop("_target_", None)
