@@ -15,7 +15,7 @@ Names are mapped by :mod:`tta.models.convert_keys`; the CLIP architecture is rea
 must land in the model and every model tensor must be filled: unmapped official keys (e.g. CLIP4Clip's ``cross.*``
 of a model trained without ``--loose_type``, or a ``seqTransf`` head) stop the conversion with a report, unless
 ``--allow-unmapped`` is given. The output loads with ``model.checkpoint=<OUT>`` (and ``model.arch=<arch>`` as
-printed, ``model.head`` meanp / xpool).
+printed) under ``model=xpool`` or ``model=clip4clip``, the config of the converted head.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conversion failed: {e}", file=sys.stderr)
         return 1
     print(report.summary())
-    print(f"use: model.checkpoint={args.output} model.arch={report.arch} model.head={FORMATS[args.format]}")
+    print(f"use: model={args.format} model.checkpoint={args.output} model.arch={report.arch}")
     return 0
 
 
