@@ -34,8 +34,8 @@ from torch.utils.data import DataLoader, Dataset
 from tta.data.cache import FrameCache
 from tta.media.transforms import clip_transform
 from tta.models.checkpoint import load_checkpoint, save_checkpoint
-from tta.models.heads import head_name
 from tta.models.encode import encode_texts, encode_videos, pairwise_similarity
+from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import atomic_torch_save
 from tta.utils.progress import progress_iter
