@@ -40,6 +40,7 @@ def test_missing_root_names_the_layout():
 
 @pytest.mark.parametrize("reader,expected", [
     ({"_target_": "tta.data.readers.nosuch.read_nosuch_split"}, "data.reader._target_=tta.data.readers.nosuch"),
+    ({"_target_": "tta.data.readers.msrvtt.VIDEO_EXTENSIONS"}, "VIDEO_EXTENSIONS is not a split reader .not callable"),
     ("msrvtt", "needs data.reader._target_ naming a split reader"),
 ])
 def test_a_wrong_reader_is_one_clear_error(tmp_path, reader, expected):

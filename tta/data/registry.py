@@ -12,25 +12,27 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from tta.data.readers.msrvtt import VideoTextPair, validate_pairs
+from tta.utils.config import import_target
 
 log = logging.getLogger(__name__)
 
 
 def split_reader(data_cfg: DictConfig) -> Callable[..., list[VideoTextPair]]:
     """``data.reader._target_`` bound to the reader node's options: called as ``read(root, split, videos_dir=...)``."""
-    from hydra.utils import get_method
-
     node = data_cfg.get("reader")
     target = node.get("_target_") if OmegaConf.is_dict(node) else None
     if not target:
         raise ValueError(f"data={data_cfg.get('name')} needs data.reader._target_ naming a split reader, e.g. "
                          f"tta.data.readers.msrvtt.read_msrvtt_split (got data.reader={node!r})")
     try:
-        read = get_method(target)
+        read = import_target(target)
+        problem = None if callable(read) else "not callable"
     except Exception as e:  # noqa: BLE001 - any import failure is the same user error
-        raise ValueError(f"data.reader._target_={target} is not a split reader ({str(e).splitlines()[0]}); use one "
-                         f"of the read_<format>_split functions of tta/data/readers/, e.g. "
-                         f"tta.data.readers.msrvtt.read_msrvtt_split") from None
+        problem = f"{type(e).__name__}: {e}"
+    if problem:
+        raise ValueError(f"data.reader._target_={target} is not a split reader ({problem}); use one of the "
+                         f"read_<format>_split functions of tta/data/readers/, e.g. "
+                         f"tta.data.readers.msrvtt.read_msrvtt_split")
     options = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_" and v is not None}
     return functools.update_wrapper(functools.partial(read, **options), read)
 

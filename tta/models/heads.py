@@ -43,13 +43,13 @@ HEADS: dict[str, type[nn.Module]] = {MeanPHead.name: MeanPHead, XPoolHead.name: 
 
 def head_name(model_cfg: DictConfig) -> str:
     """The name of the head ``model.head._target_`` selects (what checkpoints store)."""
-    from hydra.utils import get_class
+    from tta.utils.config import import_target
 
     node = model_cfg.get("head")
     target = node.get("_target_") if isinstance(node, (dict, DictConfig)) else None
     choices = ", ".join(f"{cls.__module__}.{cls.__name__}" for cls in HEADS.values())
     try:
-        cls = get_class(target) if target else None
+        cls = import_target(target) if target else None
     except Exception:  # noqa: BLE001 - any import failure is the same user error
         cls = None
     if cls is None or HEADS.get(getattr(cls, "name", None)) is not cls:

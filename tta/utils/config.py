@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -27,3 +29,12 @@ def compose(config_name: str, overrides: list[str] | None = None) -> DictConfig:
             GlobalHydra.instance().initialize(saved)
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name, overrides=overrides or [])
+
+
+def import_target(target: str) -> Any:
+    """The object a ``_target_`` names (``package.module.name``); raises ImportError or AttributeError quietly
+    (hydra.utils.get_class would log an error of its own before the caller's one-line message)."""
+    module, _, name = str(target).rpartition(".")
+    if not module:
+        raise ImportError(f"{target!r} is not a dotted path")
+    return getattr(importlib.import_module(module), name)
