@@ -110,39 +110,24 @@ def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = N
     Returns:
         A :class:`ContactSheet`.
     """
-    from PIL import Image, ImageDraw, ImageFont
-
     names = list(video_shift_names() if names is None else names)
     if not names:
         raise ValueError("no video shift is registered; nothing to draw")
-    count = video_frame_count(video_path)
-    indices = uniform_frame_indices(count, num_frames)
-    sampled = pad_frames(read_frames(video_path, indices), num_frames)
-    needs_whole = any(get_shift(n).group == "B" for n in names)
-    whole, fps = read_all_frames(video_path) if needs_whole else (None, None)
+    indices, sampled, whole, fps = _read_clip(video_path, num_frames, any(get_shift(n).group == "B" for n in names))
     resources = dict(resources or {})
     boxes = (resources.get("main_objects") or {}).get(video_id.replace("/", "_"))
-    if cell_width is None:
-        cell_width = min(int(sampled.shape[2]), MAX_CELL_WIDTH)
+    cell_width = min(int(sampled.shape[2]), MAX_CELL_WIDTH) if cell_width is None else cell_width
     if cell_width < 32:
         raise ValueError(f"cell_width must be at least 32 pixels, got {cell_width}")
     clean = _fit(sampled[num_frames // 2].numpy(), cell_width)
     cell_h = clean.height
-    font = ImageFont.load_default(size=13)
-    small = ImageFont.load_default(size=11)
-    cols = 1 + len(severities)
-    sheet = Image.new("RGB", (LABEL_WIDTH + cols * (cell_width + GAP), HEADER_HEIGHT + len(names) * (cell_h + GAP)),
-                      "white")
-    draw = ImageDraw.Draw(sheet)
-    draw.text((4, 6), title, fill="black", font=font)
-    for c, label in enumerate(["clean"] + [f"severity {s}" for s in severities]):
-        draw.text((LABEL_WIDTH + c * (cell_width + GAP) + 4, 6), label, fill="black", font=font)
+    sheet, draw, fonts = _blank_sheet(title, names, severities, cell_width, cell_h)
     result = ContactSheet(sheet, names)
     for r, name in enumerate(names):
         y = HEADER_HEIGHT + r * (cell_h + GAP)
         info = get_shift(name)
-        draw.text((4, y + cell_h // 2 - 16), name, fill="black", font=font)
-        draw.text((4, y + cell_h // 2 + 2), f"group {info.group}, {info.level}", fill="dimgray", font=small)
+        draw.text((4, y + cell_h // 2 - 16), name, fill="black", font=fonts[0])
+        draw.text((4, y + cell_h // 2 + 2), f"group {info.group}, {info.level}", fill="dimgray", font=fonts[1])
         sheet.paste(clean, (LABEL_WIDTH, y))
         for c, severity in enumerate(severities, start=1):
             x = LABEL_WIDTH + c * (cell_width + GAP)
@@ -161,10 +146,40 @@ def render_sheet(video_path: str, video_id: str, names: Sequence[str] | None = N
                     reason = f"{type(err).__name__}: {err}".splitlines()[0]
             result.unavailable[(name, severity)] = reason
             log.warning("contact sheet: %s severity %d not shown (%s)", name, severity, reason)
-            draw.rectangle((x, y, x + cell_width - 1, y + cell_h - 1), fill=(200, 200, 200))
-            lines = textwrap.wrap(f"n/a ({reason})", width=max(8, cell_width // 7))[: max(1, cell_h // 13)]
-            draw.multiline_text((x + 4, y + 4), "\n".join(lines), fill="black", font=small)
+            _draw_unavailable(draw, (x, y, cell_width, cell_h), reason, fonts[1])
     return result
+
+
+def _read_clip(video_path: str, num_frames: int, needs_whole: bool):
+    """(uniform frame indices, the sampled uint8 clip, every frame or None, fps or None) of the video."""
+    indices = uniform_frame_indices(video_frame_count(video_path), num_frames)
+    sampled = pad_frames(read_frames(video_path, indices), num_frames)
+    whole, fps = read_all_frames(video_path) if needs_whole else (None, None)
+    return indices, sampled, whole, fps
+
+
+def _blank_sheet(title: str, names: Sequence[str], severities: Sequence[int], cell_width: int, cell_h: int):
+    """The white sheet with its header row drawn; returns (image, its drawing context, (font, small font))."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=13)
+    small = ImageFont.load_default(size=11)
+    cols = 1 + len(severities)
+    sheet = Image.new("RGB", (LABEL_WIDTH + cols * (cell_width + GAP), HEADER_HEIGHT + len(names) * (cell_h + GAP)),
+                      "white")
+    draw = ImageDraw.Draw(sheet)
+    draw.text((4, 6), title, fill="black", font=font)
+    for c, label in enumerate(["clean"] + [f"severity {s}" for s in severities]):
+        draw.text((LABEL_WIDTH + c * (cell_width + GAP) + 4, 6), label, fill="black", font=font)
+    return sheet, draw, (font, small)
+
+
+def _draw_unavailable(draw, box: tuple[int, int, int, int], reason: str, font) -> None:
+    """A grey cell at ``box`` = (x, y, width, height) saying why the shift could not be shown."""
+    x, y, cell_width, cell_h = box
+    draw.rectangle((x, y, x + cell_width - 1, y + cell_h - 1), fill=(200, 200, 200))
+    lines = textwrap.wrap(f"n/a ({reason})", width=max(8, cell_width // 7))[: max(1, cell_h // 13)]
+    draw.multiline_text((x + 4, y + 4), "\n".join(lines), fill="black", font=font)
 
 
 def write_png(image, path: str | Path) -> Path:

@@ -104,6 +104,24 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
         (out / f"{name}.md").write_text("\n\n".join(_with_provenance(t) for t in group) + "\n")
         (out / f"{name}.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in group))
         (out / f"{name}.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in group) + "\n")
+    rob_head, rob_md, rob, notes = _robustness(df, out, compared, robustness, reference, groups)
+    figures = _figures(df, out, compared, paired, metric)
+    if rows:
+        export_rows(df, rows)
+    failed = df[df["failed_rows"] > 0]
+    summary = (f"{len(df)} runs, {len(failures)} failed jobs"
+               + (f", {len(failed)} run(s) with failed rows ({int(failed['failed_rows'].sum())} rows scored as "
+                  f"misses: non-finite scores)" if len(failed) else ""))
+    page = _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary)
+    (out / "index.html").write_text(page)
+    log.info("report of %s written to %s", summary, out)
+    return {"tables": tables + by_severity, "comparisons": comparisons, "robustness": rob,
+            "figures": [f[2] for f in figures], "html": out / "index.html", "failures": failures, "runs": df,
+            "summary": summary}
+
+
+def _robustness(df, out: Path, compared: dict, robustness: str, reference: str, groups: str):
+    """robustness.md / .csv with the notes every table needs (skipped inputs, collapses, missing per-query data)."""
     rob, notes = robustness_table(df, robustness, reference, groups)
     for _, r in df[df["skipped"] > 0].iterrows():  # metrics over fewer pairs than the dataset has: say so
         notes.append(f"{r['dir']}: {r['skipped']} input pair(s) skipped (results.json 'skipped'); its metrics are "
@@ -119,6 +137,11 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
                 f"{groups} -> overall (sd over the items one level down)")
     (out / "robustness.md").write_text(rob_head + "\n\n" + rob_md + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
     rob.to_csv(out / "robustness.csv", index=False)
+    return rob_head, rob_md, rob, notes
+
+
+def _figures(df, out: Path, compared: dict, paired: str, metric: str) -> list[tuple[str, str, Path]]:
+    """Gain-vs-cost plots, k-occurrence histograms, score heatmaps and severity curves, as (kind, title, path)."""
     figures = []
     for against, (comps, _) in compared.items():
         for key, points in _gain_cost_points(df, comps, against).groupby(list(KEYS)):
@@ -137,18 +160,7 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
         path = severity_curves(part, out / f"severity_{_slug(data, task, scenario)}.png", f"{data} {task} ({scenario})", metric)
         if path:
             figures.append(("severity", f"{data} {task} ({scenario})", path))
-    if rows:
-        export_rows(df, rows)
-    failed = df[df["failed_rows"] > 0]
-    summary = (f"{len(df)} runs, {len(failures)} failed jobs"
-               + (f", {len(failed)} run(s) with failed rows ({int(failed['failed_rows'].sum())} rows scored as "
-                  f"misses: non-finite scores)" if len(failed) else ""))
-    page = _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary)
-    (out / "index.html").write_text(page)
-    log.info("report of %s written to %s", summary, out)
-    return {"tables": tables + by_severity, "comparisons": comparisons, "robustness": rob,
-            "figures": [f[2] for f in figures], "html": out / "index.html", "failures": failures, "runs": df,
-            "summary": summary}
+    return figures
 
 
 def _gain_cost_points(df, comps: dict, against: str):
@@ -256,7 +268,7 @@ def _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures
            f"</head><body>{''.join(parts)}</body></html>"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tta.report", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.split("\n")[5:12]))
@@ -292,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", default=None, help="render the docs pages of this spec (docs/results/pages.yaml)")
     ap.add_argument("--page", action="append", help="with --pages: only these pages (repeatable)")
     ap.add_argument("--date", default=None, help="with --pages: the rendering date to print (default: today)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:

@@ -40,12 +40,16 @@ from tta.utils.seeding import seed_everything
 from tta.utils.sweep import register_resolvers
 
 log = logging.getLogger("tta.run")
+# trainer.precision values that keep the weights float32 (none or autocast): the gallery is encoded once in float32
+# and the adapters mix it with query features, so a model cast to half or double precision ("*-true") cannot run
+PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed")
 register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directories)
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
+    check_precision(cfg)
     quiet_lightning()
     run_dir = Path(run_dir or os.getcwd())
     if cfg.get("skip_complete", False) and (previous := complete_results(run_dir, cfg)) is not None:
@@ -95,6 +99,14 @@ def stream(cfg: DictConfig, adapter, data: RetrievalDataModule, callbacks: list,
         adapter.setup("test")
         adapter.load_resume_state(state)
     return time.time() - start
+
+
+def check_precision(cfg: DictConfig) -> None:
+    """Refuse a ``trainer.precision`` the stream cannot run under, before anything is built."""
+    precision = str(cfg.trainer.get("precision", "32-true"))
+    if precision not in PRECISIONS:
+        raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
+                         f"weights stay float32; use trainer.precision=32-true (the default), bf16-mixed or 16-mixed")
 
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):

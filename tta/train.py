@@ -35,6 +35,7 @@ from tta.data.cache import FrameCache
 from tta.media.transforms import clip_transform
 from tta.models.checkpoint import load_checkpoint, save_checkpoint
 from tta.models.encode import encode_texts, encode_videos, pairwise_similarity
+from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import atomic_torch_save
 from tta.utils.progress import progress_iter
@@ -223,7 +224,7 @@ def train(cfg: DictConfig) -> Path:
     cache = cache_root(cfg.paths.cache_dir)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.init and cfg.init != "none":
-        model = load_checkpoint(cfg.init, head=cfg.model.head)
+        model = load_checkpoint(cfg.init, head=head_name(cfg.model))
         log.info("initialised from %s", cfg.init)
     else:
         model = model_from_config(cfg.model, checkpoint=None)

@@ -21,8 +21,11 @@ from transformers import CLIPConfig, CLIPModel
 
 from tta.models.convert import FORMATS, convert_state_dict, main
 from tta.models.factory import model_from_config
+from tta.utils.config import CONF_DIR
 
 W, EMBED, PATCH, IMG, CTX, VOCAB, LAYERS = 128, 32, 8, 32, 16, 100, 2  # widths 128 -> 2 heads of 64
+# the head of model=<format>, the config the converter's "use:" line names
+HEAD_TARGETS = {fmt: OmegaConf.load(CONF_DIR / "model" / f"{fmt}.yaml").head._target_ for fmt in FORMATS}
 
 
 # ------------------------------------------------------------------------- OpenAI CLIP, CLIP4Clip's layout
@@ -239,7 +242,7 @@ def test_convert_official_checkpoint(tmp_path, capsys, layout, fmt):
     assert f"(CLIP layout: {layout}) -> tta arch custom" in out and "UNMAPPED" not in out and "MISSING" not in out
     assert f"{2 if layout == 'huggingface' else 0} buffers ignored" in out
 
-    cfg = OmegaConf.create({"name": fmt, "head": FORMATS[fmt], "arch": "custom", "pretrained": None,
+    cfg = OmegaConf.create({"name": fmt, "head": {"_target_": HEAD_TARGETS[fmt]}, "arch": "custom", "pretrained": None,
                             "embed_dim": EMBED, "context_length": CTX})
     model = model_from_config(cfg, checkpoint=str(dst))  # the model.checkpoint=<path> route
     assert model.head_name == FORMATS[fmt] and not model.training
@@ -301,7 +304,7 @@ def test_full_size_xpool_vit_b32_huggingface(tmp_path):
              **{"pool_frames." + k: v for k, v in pool.state_dict().items()}}
     torch.save({"epoch": 5, "state_dict": state}, tmp_path / "model_best.pth")
     assert main(["--format", "xpool", str(tmp_path / "model_best.pth"), str(tmp_path / "x.pt")]) == 0
-    cfg = OmegaConf.create({"name": "xpool", "head": "xpool", "arch": "ViT-B-32-quickgelu", "pretrained": None,
+    cfg = OmegaConf.create({"name": "xpool", "head": {"_target_": HEAD_TARGETS["xpool"]}, "arch": "ViT-B-32-quickgelu", "pretrained": None,
                             "embed_dim": 512, "context_length": 77})
     model = model_from_config(cfg, checkpoint=str(tmp_path / "x.pt"))
     tok = model.tokenize(["a man is cooking pasta", "two dogs play in the snow", "someone plays a guitar"])

@@ -17,7 +17,7 @@ from tta.models.weights import read_weights, unwrap_state_dict
 
 
 def model_cfg(**over):
-    base = {"name": "clip4clip", "head": "meanp", "arch": "ViT-B-32", "pretrained": None, "checkpoint": "none",
+    base = {"name": "clip4clip", "head": {"_target_": "tta.models.heads.MeanPHead"}, "arch": "ViT-B-32", "pretrained": None, "checkpoint": "none",
             "embed_dim": 256, "context_length": 64}
     return OmegaConf.create({**base, **over})
 
@@ -30,7 +30,7 @@ def test_local_vit_b32_state_dict_through_the_towers(tmp_path):
     path = tmp_path / "vit-b-32-random.pt"
     torch.save(reference.state_dict(), path)
 
-    model = model_from_config(model_cfg(pretrained=str(path), head="xpool"), checkpoint="none")
+    model = model_from_config(model_cfg(pretrained=str(path), head={"_target_": "tta.models.xpool.XPoolHead"}), checkpoint="none")
     ours = model.clip.state_dict()
     ref = reference.state_dict()
     assert ours.keys() == ref.keys() and len(ref) > 150

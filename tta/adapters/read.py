@@ -43,6 +43,7 @@ from torch import nn
 from tta.adapters.base import QueryForward
 from tta.adapters.components.entropy import GalleryEntropyAdapter, softmax_entropy
 from tta.adapters.components.options import build_options, check_choice
+from tta.models.xpool import XPoolHead
 
 BALANCES = ("sum_softmax", "mean", "none")
 PARAMS = ("ln", "xpool_qkv")
@@ -103,8 +104,8 @@ class READAdapter(GalleryEntropyAdapter):
     def params_to_adapt(self) -> list[nn.Parameter]:
         if self.params == "ln":
             return self.query_layernorm_params()
-        pool = getattr(self.model, "pool", None)
-        if pool is None:
+        pool = self.model.pool
+        if not isinstance(pool, XPoolHead):
             raise ValueError("read params=xpool_qkv needs model=xpool (CLIP4Clip-meanP has no cross-modal layer)")
         return [p for proj in (pool.q_proj, pool.k_proj, pool.v_proj) for p in proj.parameters()]
 

@@ -1,30 +1,40 @@
-"""Dataset readers by ``data.reader`` (docs/methods/protocol.md): the embedded benchmark is built on first use and read as
-MSR-VTT; the five real datasets are read from ``data.root`` in their official formats (:mod:`tta.data.readers`)."""
+"""The dataset of ``data=``: the embedded benchmark is built on first use (``data.synth._target_``) and every dataset's
+split is read by ``data.reader._target_``, one of the split readers of :mod:`tta.data.readers` (the official formats;
+docs/methods/protocol.md), with the reader node's other keys as its options."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from tta.data.readers.activitynet import activitynet_layout_help, read_activitynet_split
-from tta.data.readers.didemo import didemo_layout_help, read_didemo_split
-from tta.data.readers.lsmdc import lsmdc_layout_help, read_lsmdc_split
-from tta.data.readers.msrvtt import VideoTextPair, msrvtt_layout_help, read_msrvtt_split, validate_pairs
-from tta.data.readers.msvd import msvd_layout_help, read_msvd_split
+from tta.data.readers.msrvtt import VideoTextPair, validate_pairs
+from tta.utils.config import import_target
 
 log = logging.getLogger(__name__)
 
-# data.reader -> (split reader, layout help, reader options taken from the data config)
-READERS: dict[str, tuple[Callable[..., list[VideoTextPair]], Callable[[str], str], tuple[str, ...]]] = {
-    "msrvtt": (read_msrvtt_split, msrvtt_layout_help, ("all_captions",)),
-    "activitynet": (read_activitynet_split, activitynet_layout_help, ()),
-    "lsmdc": (read_lsmdc_split, lsmdc_layout_help, ("exclude_clips",)),
-    "msvd": (read_msvd_split, msvd_layout_help, ("all_captions",)),
-    "didemo": (read_didemo_split, didemo_layout_help, ("use_split_list",)),
-}
+
+def split_reader(data_cfg: DictConfig) -> Callable[..., list[VideoTextPair]]:
+    """``data.reader._target_`` bound to the reader node's options: called as ``read(root, split, videos_dir=...)``."""
+    node = data_cfg.get("reader")
+    target = node.get("_target_") if OmegaConf.is_dict(node) else None
+    if not target:
+        raise ValueError(f"data={data_cfg.get('name')} needs data.reader._target_ naming a split reader, e.g. "
+                         f"tta.data.readers.msrvtt.read_msrvtt_split (got data.reader={node!r})")
+    try:
+        read = import_target(target)
+        problem = None if callable(read) else "not callable"
+    except Exception as e:  # noqa: BLE001 - any import failure is the same user error
+        problem = f"{type(e).__name__}: {e}"
+    if problem:
+        raise ValueError(f"data.reader._target_={target} is not a split reader ({problem}); use one of the "
+                         f"read_<format>_split functions of tta/data/readers/, e.g. "
+                         f"tta.data.readers.msrvtt.read_msrvtt_split")
+    options = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_" and v is not None}
+    return functools.update_wrapper(functools.partial(read, **options), read)
 
 
 def dataset_root(data_cfg: DictConfig, cache: Path) -> Path:
@@ -35,8 +45,8 @@ def dataset_root(data_cfg: DictConfig, cache: Path) -> Path:
         builder = instantiate(data_cfg.synth, name=data_cfg.name)
         return builder.build(cache / "data", workers=data_cfg.get("workers", 2))
     if not data_cfg.get("root"):
-        reader = data_cfg.get("reader", "msrvtt")
-        layout = READERS[reader][1]("<root>") if reader in READERS else ""
+        layout_help = getattr(split_reader(data_cfg), "layout_help", None)
+        layout = layout_help("<root>") if layout_help else ""
         env = data_cfg.get("root_env") or "its environment variable"
         raise ValueError(f"data={data_cfg.name} needs data.root (or {env}) pointing at the dataset.\n{layout}")
     return Path(data_cfg.root)
@@ -49,14 +59,9 @@ def load_pairs(data_cfg: DictConfig, split: str, cache: Path, drop_missing: bool
     "clips that load" rule for LSMDC, docs/methods/protocol.md). ``drop_missing`` overrides the config: the test run
     passes False and lets :func:`tta.data.screen.screen_pairs` skip them, so they are counted in ``skipped``.
     """
+    read = split_reader(data_cfg)
     root = dataset_root(data_cfg, cache)
-    reader = data_cfg.get("reader", "msrvtt")
-    if reader not in READERS:
-        raise ValueError(f"unknown data.reader {reader!r}; available: {', '.join(READERS)}")
-    read, _, option_names = READERS[reader]
-    options = {k: data_cfg.get(k) for k in option_names if data_cfg.get(k) is not None}
-    options = {k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in options.items()}
-    pairs = read(root, split, videos_dir=data_cfg.get("videos_dir"), **options)
+    pairs = read(root, split, videos_dir=data_cfg.get("videos_dir"))
     if data_cfg.get("drop_missing") if drop_missing is None else drop_missing:
         missing = {i for i, problem in validate_pairs(pairs) if problem.startswith("missing video file")}
         if missing:

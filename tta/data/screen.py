@@ -132,6 +132,29 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
     if duplicates not in DUPLICATE_POLICIES:
         raise BadInputError(f"inputs.duplicates must be one of {', '.join(DUPLICATE_POLICIES)}, got {duplicates!r}")
     report = InputReport()
+    first_row = _duplicate_rows(pairs, duplicates)
+    noted: set[str] = set()
+    checked = list(progress_iter(list(enumerate(pairs)), len(pairs), description)) if decode else list(enumerate(pairs))
+    for i, p in checked:
+        problem = _pair_problem(p, i, first_row, frames, min_frames, decode)
+        if problem is not None:
+            report.skip(p, i, *problem)
+            continue
+        if decode and p.video_id not in noted:  # a multi-caption video is noted once
+            noted.add(p.video_id)
+            _notes(report, frames, p)
+        if tokenizer is not None and hasattr(tokenizer, "num_tokens"):
+            if tokenizer.num_tokens(p.caption) > tokenizer.context_length:
+                report.note("long_caption", p.caption_id or p.video_id)
+    return _usable_pairs(pairs, report, on_bad, missing_ok), report
+
+
+def _duplicate_rows(pairs: Sequence[VideoTextPair], duplicates: str) -> dict[int, int]:
+    """Row of each pair to skip as a repeated video id -> the row of its first pair (none under ``multi``).
+
+    Raises:
+        BadInputError: under ``duplicates=error`` when an id repeats.
+    """
     seen: dict[str, int] = {}
     dupes = [(i, p) for i, p in enumerate(pairs) if seen.setdefault(p.video_id, i) != i]
     if duplicates == "multi":
@@ -144,31 +167,27 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
             "video would count its other copies as wrong answers. Use inputs.duplicates=multi for a multi-caption "
             "evaluation (every caption kept; spec/metrics.md §2), inputs.duplicates=first to keep the first pair "
             "of each video, or a one-caption-per-video split (data.all_captions=false).")
-    dupe_rows = {i for i, _ in dupes}
-    noted: set[str] = set()
-    checked = list(progress_iter(list(enumerate(pairs)), len(pairs), description)) if decode else list(enumerate(pairs))
-    for i, p in checked:
-        if i in dupe_rows:
-            report.skip(p, i, "duplicate_video_id", f"first pair of {p.video_id} is row {seen[p.video_id]}")
-            continue
-        if not p.caption or not p.caption.strip():
-            report.skip(p, i, "empty_caption", f"caption {p.caption!r}")
-            continue
-        if p.video_path is None:
-            report.skip(p, i, "missing_video", "the reader resolved no video file for this id")
-            continue
-        problem = _decode_problem(frames, p.video_path, min_frames) if decode else None
-        if problem is None and not decode and not os.path.isfile(p.video_path):
-            problem = ("missing_video", f"video file {p.video_path} does not exist")
-        if problem is not None:
-            report.skip(p, i, *problem)
-            continue
-        if decode and p.video_id not in noted:  # a multi-caption video is noted once
-            noted.add(p.video_id)
-            _notes(report, frames, p)
-        if tokenizer is not None and hasattr(tokenizer, "num_tokens"):
-            if tokenizer.num_tokens(p.caption) > tokenizer.context_length:
-                report.note("long_caption", p.caption_id or p.video_id)
+    return {i: seen[p.video_id] for i, p in dupes}
+
+
+def _pair_problem(p: VideoTextPair, i: int, first_row: dict[int, int], frames: FrameCache, min_frames: int,
+                  decode: bool) -> tuple[str, str] | None:
+    """(reason, detail) when pair ``i`` cannot be used, else None (decoding its video into ``frames``)."""
+    if i in first_row:
+        return "duplicate_video_id", f"first pair of {p.video_id} is row {first_row[i]}"
+    if not p.caption or not p.caption.strip():
+        return "empty_caption", f"caption {p.caption!r}"
+    if p.video_path is None:
+        return "missing_video", "the reader resolved no video file for this id"
+    problem = _decode_problem(frames, p.video_path, min_frames) if decode else None
+    if problem is None and not decode and not os.path.isfile(p.video_path):
+        problem = ("missing_video", f"video file {p.video_path} does not exist")
+    return problem
+
+
+def _usable_pairs(pairs: Sequence[VideoTextPair], report: InputReport, on_bad: str,
+                  missing_ok: bool) -> list[VideoTextPair]:
+    """The pairs not skipped (their rows into ``report.kept``); stops under ``on_bad=error`` or when none is left."""
     fatal = [s for s in report.skipped if not (missing_ok and s["reason"] == "missing_video")]
     if fatal and on_bad == "error":
         problems = InputReport(skipped=fatal)
@@ -185,7 +204,7 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
         log.info("input note %s: %d item(s), e.g. %s", name, len(items), items[:3])
     if not kept:
         raise BadInputError(f"none of the {len(pairs)} test pair(s) can be used:\n{report.summary()}")
-    return kept, report
+    return kept
 
 
 def _notes(report: InputReport, frames: FrameCache, p: VideoTextPair) -> None:

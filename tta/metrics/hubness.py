@@ -108,6 +108,57 @@ def _std_normal_sf_of_neg(a: float) -> float:
     return 0.5 * math.erfc(a / math.sqrt(2.0))
 
 
+def _occurrence_vector(N: torch.Tensor | np.ndarray | Sequence[int], k: int, num_queries: int) -> np.ndarray:
+    """``N`` as a float64 vector, checked to be a k-occurrence of ``num_queries`` queries."""
+    if isinstance(N, torch.Tensor):
+        n = N.detach().cpu().to(torch.float64).numpy()
+    else:
+        n = np.asarray(N, dtype=np.float64)
+    if n.ndim != 1 or n.size == 0:
+        raise ValueError(f"N must be a non-empty 1-D k-occurrence vector, got shape {n.shape}")
+    if k < 1 or num_queries < 1:
+        raise ValueError(f"k and num_queries must be >= 1, got k={k}, num_queries={num_queries}")
+    if (n < 0).any():
+        raise ValueError("N must be non-negative")
+    total = float(n.sum())
+    if not math.isclose(total, k * num_queries):
+        raise ValueError(f"sum(N) = {total:g} does not equal k * num_queries = {k * num_queries}")
+    return n
+
+
+def _skewness(dev: np.ndarray) -> float:
+    """Population skewness m3 / m2^1.5 of the deviations from the mean; NaN when they are all 0."""
+    m2 = float(np.mean(dev**2))
+    m3 = float(np.mean(dev**3))
+    return m3 / m2**1.5 if m2 > 0 else float("nan")
+
+
+def _truncated_skewness(dev: np.ndarray, mu: float) -> float:
+    """Skewness of a normal truncated at 0 with the sample's mean and standard deviation (NaN for s = 0, G < 2)."""
+    num_g = dev.size
+    s = float(np.sqrt(np.sum(dev**2) / (num_g - 1))) if num_g >= 2 else 0.0
+    if s <= 0:
+        return float("nan")
+    a = -mu / s
+    return (a * a + 2.0) * _std_normal_pdf(a) / _std_normal_sf_of_neg(a)
+
+
+def _atkinson(n: np.ndarray, mu: float, eps: float) -> float:
+    """Atkinson index with inequality aversion ε (ε = 1: the geometric-mean form, 1 when some N_j = 0)."""
+    if eps == 1:
+        return 1.0 - float(np.exp(np.mean(np.log(n)))) / mu if (n > 0).all() else 1.0
+    power = 1.0 - eps
+    return 1.0 - float(np.mean(n**power)) ** (1.0 / power) / mu
+
+
+def _gini(n: np.ndarray, total: float) -> float:
+    """Gini coefficient; Σ_i Σ_j |N_i − N_j| = 2 Σ_i (2i − G − 1) N_(i) over the ascending order statistics."""
+    num_g = n.size
+    ordered = np.sort(n)
+    weights = 2.0 * np.arange(1, num_g + 1) - num_g - 1
+    return 2.0 * float(np.sum(weights * ordered)) / (2.0 * num_g * total)
+
+
 def hubness_from_occurrence(
     N: torch.Tensor | np.ndarray | Sequence[int],
     k: int,
@@ -134,52 +185,18 @@ def hubness_from_occurrence(
         ValueError: On a non-1-D or empty ``N``, negative counts, k < 1, Q < 1 or
             ``sum(N) != k * num_queries``.
     """
-    if isinstance(N, torch.Tensor):
-        n = N.detach().cpu().to(torch.float64).numpy()
-    else:
-        n = np.asarray(N, dtype=np.float64)
-    if n.ndim != 1 or n.size == 0:
-        raise ValueError(f"N must be a non-empty 1-D k-occurrence vector, got shape {n.shape}")
-    if k < 1 or num_queries < 1:
-        raise ValueError(f"k and num_queries must be >= 1, got k={k}, num_queries={num_queries}")
-    if (n < 0).any():
-        raise ValueError("N must be non-negative")
+    n = _occurrence_vector(N, k, num_queries)
     total = float(n.sum())
-    if not math.isclose(total, k * num_queries):
-        raise ValueError(f"sum(N) = {total:g} does not equal k * num_queries = {k * num_queries}")
     num_g = n.size
     mu = k * num_queries / num_g
     dev = n - mu
-
-    m2 = float(np.mean(dev**2))
-    m3 = float(np.mean(dev**3))
-    skewness = m3 / m2**1.5 if m2 > 0 else float("nan")
-
-    if num_g >= 2:
-        s = float(np.sqrt(np.sum(dev**2) / (num_g - 1)))
-    else:
-        s = 0.0
-    if s > 0:
-        a = -mu / s
-        trunc = (a * a + 2.0) * _std_normal_pdf(a) / _std_normal_sf_of_neg(a)
-    else:
-        trunc = float("nan")
-
-    if eps == 1:
-        atkinson = 1.0 - float(np.exp(np.mean(np.log(n)))) / mu if (n > 0).all() else 1.0
-    else:
-        power = 1.0 - eps
-        atkinson = 1.0 - float(np.mean(n**power)) ** (1.0 / power) / mu
-
+    hubs = n >= h * k
+    skewness, trunc = _skewness(dev), _truncated_skewness(dev, mu)
+    atkinson = _atkinson(n, mu, eps)
     robin_hood = 0.5 * float(np.sum(np.abs(dev))) / total
     antihub = float(np.count_nonzero(n == 0)) / num_g
-    hubs = n >= h * k
     hub_occurrence = float(n[hubs].sum()) / (k * num_queries)
-
-    # Σ_i Σ_j |N_i − N_j| = 2 Σ_i (2i − G − 1) N_(i) over the ascending order statistics.
-    ordered = np.sort(n)
-    weights = 2.0 * np.arange(1, num_g + 1) - num_g - 1
-    gini = 2.0 * float(np.sum(weights * ordered)) / (2.0 * num_g * total)
+    gini = _gini(n, total)
     groupie = float(n.max()) / (k * num_queries)
 
     return {

@@ -15,7 +15,7 @@ Names are mapped by :mod:`tta.models.convert_keys`; the CLIP architecture is rea
 must land in the model and every model tensor must be filled: unmapped official keys (e.g. CLIP4Clip's ``cross.*``
 of a model trained without ``--loose_type``, or a ``seqTransf`` head) stop the conversion with a report, unless
 ``--allow-unmapped`` is given. The output loads with ``model.checkpoint=<OUT>`` (and ``model.arch=<arch>`` as
-printed, ``model.head`` meanp / xpool).
+printed) under ``model=xpool`` or ``model=clip4clip``, the config of the converted head.
 """
 
 from __future__ import annotations
@@ -90,6 +90,44 @@ def _layout(clip: dict[str, torch.Tensor]) -> str:
                      "'clip.vision_model.*' names); is this an X-Pool / CLIP4Clip checkpoint?")
 
 
+def _openai_clip(clip: dict[str, torch.Tensor], layout: str) -> tuple[dict, set[str], list[tuple[str, str]]]:
+    """The CLIP tensors under OpenAI names, the official names used and the (official, tta) rows of the report."""
+    if layout == "huggingface":
+        oa_state, rows = hf_to_openai(clip)
+        used = {"clip." + h for src, _ in rows for h in src.split(" + ")}
+        mapped = [(" + ".join("clip." + h for h in src.split(" + ")), "clip." + dst) for src, dst in rows]
+    else:
+        oa_state = {k: v for k, v in clip.items() if not HF_IGNORED.search(k)}
+        used = {"clip." + k for k in oa_state}
+        mapped = [("clip." + k, "clip." + k) for k in oa_state]
+    return oa_state, used, mapped
+
+
+def _add_xpool_head(state: dict[str, torch.Tensor], ours: dict[str, torch.Tensor], used: set[str],
+                    mapped: list[tuple[str, str]]) -> None:
+    """Place X-Pool's ``pool_frames.*`` tensors under the tta head's names (in place)."""
+    for off, tta_name in XPOOL_HEAD_MAP.items():
+        for p in ("weight", "bias"):
+            src = f"pool_frames.{off}.{p}"
+            if src in state:
+                ours[f"pool.{tta_name}.{p}"] = state[src]
+                used.add(src)
+                mapped.append((src, f"pool.{tta_name}.{p}"))
+
+
+def _check_complete(ours: dict[str, torch.Tensor], target: dict[str, torch.Tensor], report: ConversionReport,
+                    allow_unmapped: bool) -> None:
+    """Raise on a shape mismatch, a missing tensor or (without ``allow_unmapped``) an unmapped official one."""
+    bad = [f"{k}: official {tuple(ours[k].shape)} vs tta {tuple(target[k].shape)}" for k in ours
+           if ours[k].shape != target[k].shape]
+    if bad:
+        raise ValueError(f"cannot place the official tensors: {len(bad)} shape mismatches {bad[:3]}\n"
+                         f"{report.summary()}")
+    if report.missing or (report.unmapped and not allow_unmapped):
+        raise ValueError(f"conversion incomplete:\n{report.summary()}\n"
+                         + ("" if report.missing else "Use --allow-unmapped to convert the mapped part anyway."))
+
+
 def convert_state_dict(state: dict[str, torch.Tensor], fmt: str, quick_gelu: bool = True,
                        allow_unmapped: bool = False) -> tuple[RetrievalModel, ConversionReport]:
     """Builds a :class:`RetrievalModel` holding the weights of an official state dict.
@@ -112,14 +150,7 @@ def convert_state_dict(state: dict[str, torch.Tensor], fmt: str, quick_gelu: boo
     clip = {k[len("clip."):]: v for k, v in state.items() if k.startswith("clip.")}
     layout = _layout(clip)
     ignored = sorted(k for k in state if k.startswith("clip.") and HF_IGNORED.search(k))
-    if layout == "huggingface":
-        oa_state, rows = hf_to_openai(clip)
-        used = {"clip." + h for src, _ in rows for h in src.split(" + ")}
-        mapped = [(" + ".join("clip." + h for h in src.split(" + ")), "clip." + dst) for src, dst in rows]
-    else:
-        oa_state = {k: v for k, v in clip.items() if not HF_IGNORED.search(k)}
-        used = {"clip." + k for k in oa_state}
-        mapped = [("clip." + k, "clip." + k) for k in oa_state]
+    oa_state, used, mapped = _openai_clip(clip, layout)
     cfg = infer_clip_config(oa_state, quick_gelu=quick_gelu)
     arch = match_open_clip_arch(cfg) or CUSTOM
     tower = TowerConfig(arch=arch, embed_dim=cfg["embed_dim"], quick_gelu=quick_gelu,
@@ -128,13 +159,7 @@ def convert_state_dict(state: dict[str, torch.Tensor], fmt: str, quick_gelu: boo
     model = RetrievalModel(tower, head=head).eval()
     ours: dict[str, torch.Tensor] = {"clip." + k: v for k, v in oa_state.items()}
     if head == "xpool":
-        for off, tta_name in XPOOL_HEAD_MAP.items():
-            for p in ("weight", "bias"):
-                src = f"pool_frames.{off}.{p}"
-                if src in state:
-                    ours[f"pool.{tta_name}.{p}"] = state[src]
-                    used.add(src)
-                    mapped.append((src, f"pool.{tta_name}.{p}"))
+        _add_xpool_head(state, ours, used, mapped)
     target = model.state_dict()
     for k in [k for k in ours if k not in target]:  # official names our model does not have: left unmapped
         ours.pop(k)
@@ -147,14 +172,7 @@ def convert_state_dict(state: dict[str, torch.Tensor], fmt: str, quick_gelu: boo
         reason = next((r for pre, r in _UNSUPPORTED.items() if k.startswith(pre)), None)
         if reason:
             report.reasons[k] = reason
-    bad = [f"{k}: official {tuple(ours[k].shape)} vs tta {tuple(target[k].shape)}" for k in ours
-           if ours[k].shape != target[k].shape]
-    if bad:
-        raise ValueError(f"cannot place the official tensors: {len(bad)} shape mismatches {bad[:3]}\n"
-                         f"{report.summary()}")
-    if report.missing or (report.unmapped and not allow_unmapped):
-        raise ValueError(f"conversion incomplete:\n{report.summary()}\n"
-                         + ("" if report.missing else "Use --allow-unmapped to convert the mapped part anyway."))
+    _check_complete(ours, target, report, allow_unmapped)
     model.load_state_dict({k: ours[k].to(target[k].dtype) for k in target}, strict=True)
     if report.unmapped:
         log.warning("converted with %d unmapped official tensors (allow_unmapped)", len(report.unmapped))
@@ -191,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conversion failed: {e}", file=sys.stderr)
         return 1
     print(report.summary())
-    print(f"use: model.checkpoint={args.output} model.arch={report.arch} model.head={FORMATS[args.format]}")
+    print(f"use: model={args.format} model.checkpoint={args.output} model.arch={report.arch}")
     return 0
 
 

@@ -14,6 +14,7 @@ import os
 from omegaconf import DictConfig
 
 from tta.models.checkpoint import load_checkpoint
+from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import EMBEDDED, TowerConfig
 
@@ -35,12 +36,12 @@ def model_from_config(model_cfg: DictConfig, checkpoint: str | None = "none") ->
         if model_cfg.arch == EMBEDDED:  # built on first use by the embedded benchmark, not here
             raise ValueError(f"model.checkpoint={ckpt} of the embedded model is built by tta.synth.zoo.load_model")
         if ckpt == "pretrained":
-            return RetrievalModel(tower_config(model_cfg), head=model_cfg.head).eval()
+            return RetrievalModel(tower_config(model_cfg), head=head_name(model_cfg)).eval()
         raise ValueError(f"model.checkpoint=auto builds checkpoints only for the embedded model; for "
                          f"arch={model_cfg.arch} give model.checkpoint=<path to a fine-tuned tta checkpoint> "
                          f"(convert official X-Pool/CLIP4Clip checkpoints first) or model.checkpoint=pretrained")
     if ckpt.lower() in ("none", "null", ""):
-        return RetrievalModel(tower_config(model_cfg), head=model_cfg.head).eval()
+        return RetrievalModel(tower_config(model_cfg), head=head_name(model_cfg)).eval()
     if not os.path.exists(ckpt):
         raise FileNotFoundError(f"model.checkpoint={ckpt} does not exist; use auto, pretrained, none or a file path")
-    return load_checkpoint(ckpt, head=model_cfg.head, expect_arch=model_cfg.arch)
+    return load_checkpoint(ckpt, head=head_name(model_cfg), expect_arch=model_cfg.arch)

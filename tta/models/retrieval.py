@@ -1,7 +1,7 @@
 """The retrieval model: an open_clip dual encoder plus a similarity head (HAT-VTR Sec. 4.1, Eq. 2).
 
-* ``head: meanp`` (CLIP4Clip-meanP): s(c, v) = <n(c), n(mean_l n(f_l))>.
-* ``head: xpool`` (X-Pool): s(c, v) = <n(c), n(π(v | c))> with :class:`~tta.models.xpool.XPoolHead`.
+* head ``meanp`` (CLIP4Clip-meanP): s(c, v) = <n(c), n(mean_l n(f_l))>;
+* head ``xpool`` (X-Pool): s(c, v) = <n(c), n(π(v | c))> (the heads: :mod:`tta.models.heads`).
 
 Interface used by the data pipeline and the adapters:
 ``encode_video(frames: (B, T, 3, H, W)) -> (B, T, D)`` per-frame embeddings (after the visual projection, not
@@ -14,13 +14,10 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from tta.models.heads import HEADS
 from tta.models.towers import EMBEDDED, Tokenizer, TowerConfig, build_clip
-from tta.models.xpool import XPoolHead
-
-HEADS = ("meanp", "xpool")
 
 
 class RetrievalModel(nn.Module):
@@ -28,20 +25,20 @@ class RetrievalModel(nn.Module):
 
     Args:
         tower: the open_clip tower configuration.
-        head: ``meanp`` (CLIP4Clip) or ``xpool``.
+        head: the name of a head of :data:`tta.models.heads.HEADS`: ``meanp`` (CLIP4Clip) or ``xpool``.
         xpool_dropout: dropout of the X-Pool residual branch.
     """
 
     def __init__(self, tower: TowerConfig, head: str = "meanp", xpool_dropout: float = 0.3):
         super().__init__()
         if head not in HEADS:
-            raise ValueError(f"unknown similarity head {head!r}; choose one of {HEADS}")
+            raise ValueError(f"unknown similarity head {head!r}; choose one of {tuple(HEADS)}")
         self.tower_cfg = tower
         self.head_name = head
         self.clip = build_clip(tower)
         # the head's width is the towers' output width (512 for ViT-B-32, whatever tower.embed_dim says)
         width = int(getattr(self.clip.visual, "output_dim", None) or tower.embed_dim)
-        self.pool = XPoolHead(width, xpool_dropout) if head == "xpool" else None
+        self.pool = HEADS[head](width, xpool_dropout)  # meanp has no parameters: nothing under pool.* then
         self._tokenizer: Tokenizer | None = None
 
     # ----------------------------------------------------------------------------------------------- config
@@ -139,12 +136,7 @@ class RetrievalModel(nn.Module):
         Returns:
             (Nt, Nv) similarities (no temperature).
         """
-        t = F.normalize(text, dim=-1)
-        if self.pool is None:
-            v = F.normalize(F.normalize(video, dim=-1).mean(dim=1), dim=-1)
-            return t @ v.t()
-        pooled = F.normalize(self.pool(text, video), dim=-1)  # (Nv, Nt, D)
-        return torch.einsum("nd,vnd->nv", t, pooled)
+        return self.pool.similarity(text, video)
 
     def similarity(self, queries: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
         """(B, G) similarity of queries to gallery; videos are 3-D (N, T, D), captions 2-D (N, D)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -21,6 +22,8 @@ class XPoolHead(nn.Module):
         dim: embedding width D.
         dropout: dropout on the residual linear branch (inactive in eval mode).
     """
+
+    name = "xpool"  # what checkpoints store (tta/models/heads.py)
 
     def __init__(self, dim: int, dropout: float = 0.3):
         super().__init__()
@@ -62,3 +65,9 @@ class XPoolHead(nn.Module):
         out = self.layer_norm2(self.out_proj(pooled))
         out = out + self.dropout(self.linear_proj(out))
         return self.layer_norm3(out)
+
+    def similarity(self, text: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+        """(Nt, D) captions x (Nv, T, D) frames -> (Nt, Nv) cosine similarity of each caption to its pooled video."""
+        t = F.normalize(text, dim=-1)
+        pooled = F.normalize(self(text, frames), dim=-1)  # (Nv, Nt, D)
+        return torch.einsum("nd,vnd->nv", t, pooled)

@@ -346,6 +346,22 @@ def severity_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
     return tables
 
 
+def _pivot_rows(part: pd.DataFrame) -> list[tuple[str, str]]:
+    """(task, shift label) rows: tasks in first appearance, then clean first, by shift level and first appearance."""
+    task_rank = {t: i for i, t in enumerate(dict.fromkeys(part["task"]))}
+    order = part.groupby(["task", "row_label"]).agg(level_rank=("level_rank", "min"),
+                                                    first_seen=("first_seen", "min")).reset_index()
+    order["task_rank"] = order["task"].map(task_rank)
+    return [(t, r) for t, r in order.sort_values(["task_rank", "level_rank", "first_seen"])[["task", "row_label"]]
+            .itertuples(index=False)]
+
+
+def _pivot_columns(part: pd.DataFrame) -> list[tuple[str, str]]:
+    """(model, configuration) columns: backbones in name order, configurations in the adapter order."""
+    cols = part[["model", "adapter_rank", "config"]].drop_duplicates().sort_values(["model", "adapter_rank", "config"])
+    return [(m, c) for m, _, c in cols.itertuples(index=False)]
+
+
 def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "skewness", bold: bool = False,
                  mean: bool = False, per_model: bool = False, comparisons: dict | None = None,
                  resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> list[Table]:
@@ -370,15 +386,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
     groups = ["scenario", "data", "train_data"] + (["model"] if per_model else [])
     for key, part in df.groupby(groups, sort=False, dropna=False):
         scenario, data, train = key[:3]
-        task_rank = {t: i for i, t in enumerate(dict.fromkeys(part["task"]))}
-        order = part.groupby(["task", "row_label"]).agg(level_rank=("level_rank", "min"),
-                                                        first_seen=("first_seen", "min")).reset_index()
-        order["task_rank"] = order["task"].map(task_rank)
-        rows = [(t, r) for t, r in order.sort_values(["task_rank", "level_rank", "first_seen"])[["task", "row_label"]]
-                .itertuples(index=False)]
-        cols = (part[["model", "adapter_rank", "config"]].drop_duplicates()
-                .sort_values(["model", "adapter_rank", "config"]))
-        cols = [(m, c) for m, _, c in cols.itertuples(index=False)]
+        rows, cols = _pivot_rows(part), _pivot_columns(part)
         cell_runs = {k: g for k, g in part.groupby(["task", "row_label", "model", "config"])}
         index = pd.MultiIndex.from_tuples(rows, names=["task", "shift"])
         columns = pd.MultiIndex.from_tuples(cols)

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.models.checkpoint import load_checkpoint
 from tta.models.factory import model_from_config
+from tta.models.heads import MeanPHead, head_name
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import EMBEDDED
 from tta.utils.config import compose
@@ -37,6 +38,11 @@ def _recipe_key(cfg: DictConfig) -> str:
         plain.pop(k, None)
     for k in _DATA_VOLATILE:
         (plain.get("data") or {}).pop(k, None)
+    reader = (plain.get("data") or {}).get("reader")
+    if isinstance(reader, dict):  # a reader enters by its format (the module of its _target_); its options are data keys
+        plain["data"]["reader"] = reader["_target_"].rsplit(".", 2)[-2]
+    if isinstance((plain.get("model") or {}).get("head"), dict):  # a head enters by the name checkpoints store
+        plain["model"]["head"] = head_name(OmegaConf.create(plain["model"]))
     for node in (plain.get("pretrain_corpus"), (plain.get("data") or {}).get("synth")):
         if isinstance(node, dict):  # which class builds the data is not part of what it holds
             node.pop("_target_", None)
@@ -49,7 +55,7 @@ def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, c
     OmegaConf.set_struct(cfg, False)
     model_node = OmegaConf.to_container(model_cfg, resolve=True)
     if stage == "pretrain":
-        model_node["head"] = "meanp"
+        model_node["head"] = {"_target_": f"{MeanPHead.__module__}.{MeanPHead.__name__}"}
         model_node["name"] = "clip"
     cfg.model = model_node
     if data_cfg is not None:
@@ -106,5 +112,5 @@ def load_model(model_cfg: DictConfig, checkpoint: str | None = "auto", data_cfg:
     if ckpt in ("auto", "pretrained") and model_cfg.arch == EMBEDDED:
         path = ensure_embedded_checkpoint(model_cfg, data_cfg, cache, pretrained_only=ckpt == "pretrained",
                                           recipe=recipe)
-        return load_checkpoint(path, head=model_cfg.head)
+        return load_checkpoint(path, head=head_name(model_cfg))
     return model_from_config(model_cfg, ckpt)

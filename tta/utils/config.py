@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -44,3 +46,12 @@ def print_config_tree(cfg: DictConfig, first: tuple[str, ...] = ("data", "model"
         text = OmegaConf.to_yaml(value, resolve=True) if OmegaConf.is_config(value) else str(value)
         tree.add(str(key), style="bold").add(Syntax(text.rstrip(), "yaml", theme="ansi_dark", background_color="default"))
     rich_print(tree)
+
+
+def import_target(target: str) -> Any:
+    """The object a ``_target_`` names (``package.module.name``); raises ImportError or AttributeError quietly
+    (hydra.utils.get_class would log an error of its own before the caller's one-line message)."""
+    module, _, name = str(target).rpartition(".")
+    if not module:
+        raise ImportError(f"{target!r} is not a dotted path")
+    return getattr(importlib.import_module(module), name)

@@ -104,3 +104,6 @@ def read_activitynet_split(root: PathLike, split: str = "test", videos_dir: Path
     pairs = read_activitynet_json(path)
     logger.info("ActivityNet %s: %d video-paragraph pairs from %s", split, len(pairs), path.name)
     return attach_video_paths(pairs, pick_videos_dir(root, videos_dir), _candidates, "ActivityNet")
+
+
+read_activitynet_split.layout_help = activitynet_layout_help  # the expected layout, shown when data.root is missing

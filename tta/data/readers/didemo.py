@@ -120,3 +120,6 @@ def read_didemo_split(root: PathLike, split: str = "test", videos_dir: PathLike 
     logger.info("DiDeMo %s: %d video-paragraph pairs from %s%s", split, len(pairs), ann,
                 f" restricted to {lst}" if videos is not None else "")
     return attach_video_paths(pairs, pick_videos_dir(root, videos_dir), _candidates, "DiDeMo")
+
+
+read_didemo_split.layout_help = didemo_layout_help  # the expected layout, shown when data.root is missing

@@ -129,3 +129,6 @@ def read_lsmdc_split(root: PathLike, split: str = "test", videos_dir: PathLike |
         pairs = [p for p in pairs if p.video_id not in excluded]
     logger.info("LSMDC %s: %d clip-sentence pairs from %s", split, len(pairs), path.name)
     return attach_video_paths(pairs, pick_videos_dir(root, videos_dir), _candidates, "LSMDC")
+
+
+read_lsmdc_split.layout_help = lsmdc_layout_help  # the expected layout, shown when data.root is missing

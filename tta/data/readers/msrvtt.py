@@ -70,7 +70,7 @@ def _layout_help(root: PathLike) -> str:
     )
 
 
-msrvtt_layout_help = _layout_help  # public name, used by tta.data.registry
+msrvtt_layout_help = _layout_help  # public name, as the other formats' <format>_layout_help
 
 
 def _require_file(path: Path, root: PathLike) -> None:
@@ -301,6 +301,9 @@ def read_msrvtt_split(root: PathLike, split: str, videos_dir: PathLike | None = 
             cache[p.video_id] = resolve_video_path(vdir, p.video_id)
         p.video_path = cache[p.video_id]
     return pairs
+
+
+read_msrvtt_split.layout_help = msrvtt_layout_help  # the expected layout, shown when data.root is missing
 
 
 def validate_pairs(pairs: Sequence[VideoTextPair], check_files: bool = True) -> list[tuple[int, str]]:

@@ -133,3 +133,6 @@ def read_msvd_split(root: PathLike, split: str = "test", videos_dir: PathLike | 
                 "all captions" if every else "first caption", len(ids))
     return attach_video_paths(pairs, pick_videos_dir(root, videos_dir, ("videos", "YouTubeClips")),
                               lambda v: [v], "MSVD")
+
+
+read_msvd_split.layout_help = msvd_layout_help  # the expected layout, shown when data.root is missing

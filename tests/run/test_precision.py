@@ -1,0 +1,40 @@
+"""``trainer.precision``: autocast precisions run on the CPU; a precision that casts the weights away from float32
+stops at once with one clear line (exit 2) naming it and what to use."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import tiny_overrides
+from tta.run import PRECISIONS, run
+from tta.utils.config import compose
+
+
+def test_bf16_true_is_refused_by_the_cli(tiny_cache, tmp_path):
+    args = [sys.executable, "-m", "tta.run", *tiny_overrides(tiny_cache, "trainer.precision=bf16-true", "data.subset=32",
+                                                              f"hydra.run.dir={tmp_path}/run")]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    first = out.stderr.strip().splitlines()[0]
+    assert first.startswith("error: trainer.precision=bf16-true is not supported") and "32-true" in first
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+@pytest.mark.parametrize("precision", ["16-true", "64-true", "bf16-true", "transformer-engine"])
+def test_weight_casting_precisions_stop_before_anything_is_built(tmp_path, precision):
+    cfg = compose("run", [f"paths.cache_dir={tmp_path / 'cache'}", f"trainer.precision={precision}"])
+    with pytest.raises(ValueError, match=f"trainer.precision={precision} is not supported.*bf16-mixed"):
+        run(cfg, tmp_path / "run")
+    assert not (tmp_path / "cache").exists()  # refused before the model or the data were touched
+
+
+def test_bf16_mixed_runs_on_the_cpu(tiny_cache, tmp_path):
+    assert "bf16-mixed" in PRECISIONS
+    cfg = compose("run", tiny_overrides(tiny_cache, "adapter=hatvtr", "trainer.precision=bf16-mixed", "data.subset=16"))
+    res = run(cfg, tmp_path)
+    assert res["num_queries"] == 16 and all(math.isfinite(v) for v in res["retrieval"].values())
