@@ -7,13 +7,16 @@ same queries (HAT-VTR Sec. 5 and App. D; docs/methods/protocol.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from tta.data.stream import ShiftSpec
 from tta.models.retrieval import RetrievalModel
+from tta.shifts import resolve_shift_device
 from tta.shifts.video.mixed import is_mixed
 from tta.utils.config import compose
 
@@ -94,9 +97,12 @@ def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
     if not stream:
         options = cfg.shift.get("options")
         options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
-        return [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), shift_seed(cfg),
-                                   tuple(sorted(options.items()))))]
-    return [_stream_entry(entry, cfg, query_side) for entry in stream]
+        specs = [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), shift_seed(cfg),
+                                    tuple(sorted(options.items()))))]
+    else:
+        specs = [_stream_entry(entry, cfg, query_side) for entry in stream]
+    device = str(shift_device(cfg))
+    return [dataclasses.replace(s, device=device) for s in specs]
 
 
 def _stream_entry(entry, cfg: DictConfig, query_side: str) -> ShiftSpec:
@@ -115,6 +121,12 @@ def _stream_entry(entry, cfg: DictConfig, query_side: str) -> ShiftSpec:
         raise ValueError(f"scenario.stream entry {entry!r} is a {spec.kind} shift, but the queries of "
                          f"task={cfg.task} are {query_side}s; a stream shifts the query side only")
     return spec
+
+
+def shift_device(cfg: DictConfig) -> torch.device:
+    """The device of the run's video shifts (``shift.device``, resolved against ``trainer.accelerator``)."""
+    shift, trainer = cfg.get("shift") or {}, cfg.get("trainer") or {}
+    return resolve_shift_device(str(shift.get("device", "auto")), str(trainer.get("accelerator", "auto")))
 
 
 def shift_seed(cfg: DictConfig) -> int:

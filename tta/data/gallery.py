@@ -58,8 +58,11 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
         feats = encode_texts(model, [items.text(i) for i in range(len(pairs))])
     else:
         items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
-        frames.warm([p.video_path for p in pairs], "decoding gallery videos")
-        feats = encode_videos(model, items.clip, len(pairs))
+        from tta.data.module import loader_workers
+
+        workers = loader_workers(cfg)
+        frames.warm([p.video_path for p in pairs], "decoding gallery videos", workers)
+        feats = encode_videos(model, items.clip, len(pairs), workers=workers)
     _check_finite(feats, pairs, side, cfg)
     if gcopy is None:
         atomic_torch_save(file, feats)

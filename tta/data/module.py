@@ -8,6 +8,7 @@ segment per shift (docs/methods/protocol.md).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import lightning as L
@@ -23,6 +24,7 @@ from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.models.retrieval import RetrievalModel
+from tta.scenario import shift_device
 
 
 class RetrievalDataModule(L.LightningDataModule):
@@ -105,7 +107,7 @@ class RetrievalDataModule(L.LightningDataModule):
         queries, side = self.layout.queries, self.query_side
         copy = self.copy if self.shifts[0].kind == side else None
         if side == "video":
-            self.frames.warm([p.video_path for p in queries], "decoding query videos")
+            self.frames.warm([p.video_path for p in queries], "decoding query videos", loader_workers(self.cfg))
             return [VideoItems(queries, self.frames, self.model.image_size, s if s.kind == "video" else ShiftSpec(), copy)
                     for s in self.shifts]
         return [TextItems(queries, s if s.kind == "text" else ShiftSpec(), copy) for s in self.shifts]
@@ -114,7 +116,7 @@ class RetrievalDataModule(L.LightningDataModule):
         stream = SegmentedStream(self.query_segments())
         tokenizer = self.model.tokenizer if self.query_side == "text" else None
         return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.cfg.batch_size, self.start_batch),
-                          num_workers=self.cfg.loader_workers, collate_fn=SegmentCollate(Collate(tokenizer)))
+                          num_workers=loader_workers(self.cfg), collate_fn=SegmentCollate(Collate(tokenizer)))
 
     def num_batches(self) -> int:
         """Batches left to stream (after ``start_batch``)."""
@@ -128,6 +130,24 @@ class RetrievalDataModule(L.LightningDataModule):
 
             return SourceSplit(self.model, load_pairs(train_data, "train", self.cache), n, self.cfg.task, self.frames)
         return make
+
+
+def loader_workers(cfg) -> int:
+    """Worker processes that decode and perturb the gallery and the query stream (``loader_workers`` in run.yaml).
+
+    ``auto`` = min(4, usable cores - 1), so 0 (in-process) on one core. Every item is seeded by (seed, item id,
+    shift, severity), never by worker or order, so scores do not depend on this number. A shift that runs on a
+    GPU (``shift.device`` resolving to cuda) perturbs in the main process: CUDA cannot be used in forked workers.
+    """
+    value = cfg.get("loader_workers", 0)
+    if shift_device(cfg).type == "cuda":
+        return 0
+    if value in (None, "auto"):
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return max(0, min(4, cores - 1))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadInputError(f"loader_workers must be auto or a whole number >= 0, got {value!r}")
+    return value
 
 
 def _check_gallery_size(n: int, k: int) -> None:

@@ -33,13 +33,24 @@ from tta.shifts.video.mixed import is_mixed
 from tta.utils.seeding import derive_seed
 
 __all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind",
-           "implementation_record", "APPLY_AT"]
+           "implementation_record", "APPLY_AT", "SHIFT_DEVICES", "resolve_shift_device", "perturb_video_batch"]
 
 #: shifts that draw their randomness under another shift's name: ``snow_approx`` draws the same curtain and angle as
 #: ``snow`` (only the blur differs), so the two are comparable item by item, and ``snow_approx`` reproduces the
 #: runs that were labelled ``snow`` while they blurred with taps.
 SEED_ALIASES = {"snow_approx": "snow"}
 APPLY_AT = ("native", "canonical")
+#: ``shift.device``: ``cpu`` (the NumPy reference path), ``model`` (the device the model runs on: CUDA when the
+#: trainer's accelerator is gpu, or auto with a GPU present) or ``auto`` (= model on a GPU machine, else cpu)
+SHIFT_DEVICES = ("auto", "cpu", "model")
+
+
+def resolve_shift_device(setting: str = "auto", accelerator: str = "auto") -> torch.device:
+    """The device video shifts run on for ``shift.device`` = ``setting`` and ``trainer.accelerator``."""
+    if setting not in SHIFT_DEVICES:
+        raise ValueError(f"shift.device must be one of {list(SHIFT_DEVICES)}, got {setting!r}")
+    gpu = accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    return torch.device("cuda" if setting != "cpu" and gpu else "cpu")
 
 
 def item_seed(base_seed: int, item_id: str, shift: str, severity: int) -> int:
