@@ -11,12 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from tta.data.stream import ShiftSpec
 from tta.models.retrieval import RetrievalModel
-from tta.shifts import resolve_shift_device
+from tta.shifts import shift_device
 from tta.shifts.video.mixed import is_mixed
 from tta.utils.config import compose
 
@@ -121,12 +120,6 @@ def _stream_entry(entry, cfg: DictConfig, query_side: str) -> ShiftSpec:
         raise ValueError(f"scenario.stream entry {entry!r} is a {spec.kind} shift, but the queries of "
                          f"task={cfg.task} are {query_side}s; a stream shifts the query side only")
     return spec
-
-
-def shift_device(cfg: DictConfig) -> torch.device:
-    """The device of the run's video shifts (``shift.device``, resolved against ``trainer.accelerator``)."""
-    shift, trainer = cfg.get("shift") or {}, cfg.get("trainer") or {}
-    return resolve_shift_device(str(shift.get("device", "auto")), str(trainer.get("accelerator", "auto")))
 
 
 def shift_seed(cfg: DictConfig) -> int:

@@ -24,7 +24,7 @@ from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.models.retrieval import RetrievalModel
-from tta.scenario import shift_device
+from tta.shifts import shift_device
 
 
 class RetrievalDataModule(L.LightningDataModule):

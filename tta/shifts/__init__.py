@@ -33,7 +33,8 @@ from tta.shifts.video.mixed import is_mixed
 from tta.utils.seeding import derive_seed
 
 __all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind",
-           "implementation_record", "APPLY_AT", "SHIFT_DEVICES", "BACKENDS", "resolve_shift_device"]
+           "implementation_record", "APPLY_AT", "SHIFT_DEVICES", "BACKENDS", "resolve_shift_device",
+           "shift_device"]
 
 #: shifts that draw their randomness under another shift's name: ``snow_approx`` draws the same curtain and angle as
 #: ``snow`` (only the blur differs), so the two are comparable item by item, and ``snow_approx`` reproduces the
@@ -51,6 +52,12 @@ def resolve_shift_device(setting: str = "auto", accelerator: str = "auto") -> to
         raise ValueError(f"shift.device must be one of {list(SHIFT_DEVICES)}, got {setting!r}")
     gpu = accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
     return torch.device("cuda" if setting != "cpu" and gpu else "cpu")
+
+
+def shift_device(cfg) -> torch.device:
+    """The device of a run's video shifts: ``cfg.shift.device`` resolved against ``cfg.trainer.accelerator``."""
+    shift, trainer = cfg.get("shift") or {}, cfg.get("trainer") or {}
+    return resolve_shift_device(str(shift.get("device", "auto")), str(trainer.get("accelerator", "auto")))
 
 
 def item_seed(base_seed: int, item_id: str, shift: str, severity: int) -> int:
@@ -123,7 +130,10 @@ def perturb_video(frames: torch.Tensor, name: str, severity: int, seed, backend:
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     if twin:
         options.pop("context", None)
-        out = info.batched(clips, severity, gens, **options)
+        if clips.is_cuda:
+            out = info.batched(clips, severity, gens, **options)
+        else:  # memory-bound on the CPU: one clip at a time stays in cache (about 3x faster than 8 at once)
+            out = torch.cat([info.batched(clips[i:i + 1], severity, [g], **options) for i, g in enumerate(gens)])
     else:
         if "context" in options and "context" not in inspect.signature(info.fn).parameters:
             options.pop("context")
