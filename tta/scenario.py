@@ -100,7 +100,9 @@ def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
                                     tuple(sorted(options.items()))))]
     else:
         specs = [_stream_entry(entry, cfg, query_side) for entry in stream]
-    device = str(shift_device(cfg))
+    from tta.data.module import loader_workers
+
+    device = str(shift_device(cfg, loader_workers(cfg)))
     return [dataclasses.replace(s, device=device) for s in specs]
 
 

@@ -55,3 +55,16 @@ def test_shifted_gallery_does_not_depend_on_workers(tiny_cache, tmp_path, single
     made.pop().unlink()
     _, sims_b = _scores(tiny_cache, tmp_path / "w0", 0, *extra)
     assert torch.equal(sims_a, sims_b)
+
+
+def test_shift_device_resolution():
+    from tta.shifts import resolve_shift_device
+
+    assert resolve_shift_device("cpu", "gpu").type == "cpu"
+    assert resolve_shift_device("model", "cpu").type == "cpu"  # a CPU model keeps its shifts on the CPU
+    gpu = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_shift_device("model", "auto", workers=4).type == gpu
+    assert resolve_shift_device("auto", "auto", workers=0).type == gpu
+    assert resolve_shift_device("auto", "auto", workers=2).type == "cpu"  # workers perturb on their CPUs
+    with pytest.raises(BadInputError, match="shift.device must be one of"):
+        loader_workers(OmegaConf.create({"loader_workers": 2, "shift": {"device": "gpu"}}))

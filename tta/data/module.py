@@ -136,18 +136,20 @@ def loader_workers(cfg) -> int:
     """Worker processes that decode and perturb the gallery and the query stream (``loader_workers`` in run.yaml).
 
     ``auto`` = min(4, usable cores - 1), so 0 (in-process) on one core. Every item is seeded by (seed, item id,
-    shift, severity), never by worker or order, so scores do not depend on this number. A shift that runs on a
-    GPU (``shift.device`` resolving to cuda) perturbs in the main process: CUDA cannot be used in forked workers.
+    shift, severity), never by worker or order, so scores do not depend on this number. Shifts that run on a GPU
+    (``shift.device=model`` on a GPU machine) perturb in the main process (CUDA does not work in forked workers), so
+    the count is then 0.
     """
     value = cfg.get("loader_workers", 0)
-    if shift_device(cfg).type == "cuda":
-        return 0
     if value in (None, "auto"):
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return max(0, min(4, cores - 1))
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        value = max(0, min(4, cores - 1))
+    elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadInputError(f"loader_workers must be auto or a whole number >= 0, got {value!r}")
-    return value
+    try:
+        return 0 if shift_device(cfg, value).type == "cuda" else value
+    except ValueError as e:
+        raise BadInputError(str(e)) from None
 
 
 def _check_gallery_size(n: int, k: int) -> None:

@@ -41,23 +41,26 @@ __all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_nam
 #: runs that were labelled ``snow`` while they blurred with taps.
 SEED_ALIASES = {"snow_approx": "snow"}
 APPLY_AT = ("native", "canonical")
-#: ``shift.device``: ``cpu`` (the NumPy reference path), ``model`` (the device the model runs on: CUDA when the
-#: trainer's accelerator is gpu, or auto with a GPU present) or ``auto`` (= model on a GPU machine, else cpu)
+#: ``shift.device``: ``cpu`` (shifts run on the CPU, in the loader workers when there are any), ``model`` (on the
+#: device the model runs on: CUDA when the trainer's accelerator is gpu, or auto with a GPU present; the loader then
+#: runs in the main process) or ``auto`` (= model when the loader has no workers, else cpu)
 SHIFT_DEVICES = ("auto", "cpu", "model")
 
 
-def resolve_shift_device(setting: str = "auto", accelerator: str = "auto") -> torch.device:
-    """The device video shifts run on for ``shift.device`` = ``setting`` and ``trainer.accelerator``."""
+def resolve_shift_device(setting: str = "auto", accelerator: str = "auto", workers: int = 0) -> torch.device:
+    """The device video shifts run on for ``shift.device`` = ``setting``, ``trainer.accelerator`` and the
+    number of loader workers the run would use."""
     if setting not in SHIFT_DEVICES:
         raise ValueError(f"shift.device must be one of {list(SHIFT_DEVICES)}, got {setting!r}")
     gpu = accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
-    return torch.device("cuda" if setting != "cpu" and gpu else "cpu")
+    use_model = setting == "model" or (setting == "auto" and workers == 0)
+    return torch.device("cuda" if use_model and gpu else "cpu")
 
 
-def shift_device(cfg) -> torch.device:
+def shift_device(cfg, workers: int = 0) -> torch.device:
     """The device of a run's video shifts: ``cfg.shift.device`` resolved against ``cfg.trainer.accelerator``."""
     shift, trainer = cfg.get("shift") or {}, cfg.get("trainer") or {}
-    return resolve_shift_device(str(shift.get("device", "auto")), str(trainer.get("accelerator", "auto")))
+    return resolve_shift_device(str(shift.get("device", "auto")), str(trainer.get("accelerator", "auto")), workers)
 
 
 def item_seed(base_seed: int, item_id: str, shift: str, severity: int) -> int:
