@@ -131,13 +131,14 @@ def shift_seed(cfg: DictConfig) -> int:
 
 
 def _checked(shift: ShiftSpec) -> ShiftSpec:
-    """Validate the shift's name (unknown names list the valid ones) and severity."""
+    """Validate the shift's name (unknown names list the valid ones), severity and the options checked up front."""
     try:
         kind = shift.kind
     except KeyError as e:
         raise ValueError(str(e).strip('"')) from None
     if kind != "clean" and not is_mixed(shift.name):  # a mixed stream draws its severities per item
-        from tta.shifts.registry import check_severity, get_shift
+        from tta.shifts.registry import check_options, check_severity, get_shift
 
         check_severity(get_shift(shift.name), shift.severity)
+        check_options(shift.name, dict(shift.options))
     return shift

@@ -85,6 +85,15 @@ def check_severity(info: ShiftInfo, severity: int) -> int:
     return int(severity)
 
 
+def check_options(name: str, options: dict) -> None:
+    """One-line errors for options a run can check before streaming (a shift raising inside a loader worker
+    would reach the user wrapped in the worker's traceback)."""
+    if name in ("motion_blur", "video_defocus"):
+        from tta.shifts.video.flow_blur import check_flow_options
+
+        check_flow_options(options.get("flow", "farneback"), options.get("flow_scale", 1.0))
+
+
 def video_names() -> list[str]:
     return list(_VIDEO)
 
@@ -207,6 +216,7 @@ def implementation_record(spec, captions=None) -> dict:
 
 def _video_details(name: str, resolved: dict, resources: dict, out: dict) -> None:
     resolved.setdefault("apply_at", "native")
+    check_options(name, resolved)
     if name == "snow":
         from tta.shifts.video.weather import IMAGEMAGICK_MISSING, wand_available
 

@@ -108,3 +108,13 @@ def test_cuda_path_matches_the_cpu_reference(name):
     assert gpu.is_cuda
     diff = (gpu.cpu().int() - cpu.int()).abs()
     assert diff.max() <= 1 and (diff > 0).float().mean() < 1e-3
+
+
+@pytest.mark.parametrize("override", ["shift.options.flow=lk", "shift.options.flow_scale=0"])
+def test_bad_flow_options_fail_before_the_stream(override):
+    """Checked when the run builds its shifts, not inside a loader worker (whose traceback would wrap the line)."""
+    from tta.scenario import stream_shifts
+    from tta.utils.config import compose
+
+    with pytest.raises(ValueError, match=r"shift.options.flow(_scale)? must be"):
+        stream_shifts(compose("run", ["shift=motion_blur", override]), "video")

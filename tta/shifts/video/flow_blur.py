@@ -44,6 +44,14 @@ HIGH_MOTION_PERCENTILE = 75.0
 FLOW_METHODS = ("farneback", "dis")
 
 
+def check_flow_options(method: str, scale: float) -> None:
+    """One-line errors for ``shift.options.flow`` / ``flow_scale``."""
+    if method not in FLOW_METHODS:
+        raise ValueError(f"shift.options.flow must be one of {list(FLOW_METHODS)}, got {method!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 1:
+        raise ValueError(f"shift.options.flow_scale must be in (0, 1], got {scale!r}")
+
+
 def _flow_fn(method: str):
     if method == "farneback":
         return lambda a, b: cv2.calcOpticalFlowFarneback(a, b, None, **FARNEBACK)
@@ -58,8 +66,7 @@ def sampled_flows(frames: np.ndarray, indices: list[int], method: str = "farneba
 
     ``scale`` < 1 computes the flow on grey frames resized by ``scale`` (INTER_AREA), so (h, w) is that size.
     """
-    if not 0 < scale <= 1:
-        raise ValueError(f"shift.options.flow_scale must be in (0, 1], got {scale!r}")
+    check_flow_options(method, scale)
     flow = _flow_fn(method)
     h, w = frames.shape[1:3]
     size = (max(8, round(w * scale)), max(8, round(h * scale))) if scale < 1 else (w, h)
