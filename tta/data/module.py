@@ -115,8 +115,11 @@ class RetrievalDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         stream = SegmentedStream(self.query_segments())
         tokenizer = self.model.tokenizer if self.query_side == "text" else None
+        # captions stay in-process: rule-based shifts are cheap, and model-based ones load their model once and
+        # cache their outcomes for results.json (tta.shifts.registry.implementation_record)
+        workers = loader_workers(self.cfg) if self.query_side == "video" else 0
         return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.cfg.batch_size, self.start_batch),
-                          num_workers=loader_workers(self.cfg), collate_fn=SegmentCollate(Collate(tokenizer)))
+                          num_workers=workers, collate_fn=SegmentCollate(Collate(tokenizer)))
 
     def num_batches(self) -> int:
         """Batches left to stream (after ``start_batch``)."""
