@@ -36,6 +36,8 @@ def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftS
     key = [ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, len(pairs), items]
     if shift.options and shift.name != "clean":  # options change a shifted gallery (clean keys stay as they were)
         key.append([list(o) for o in shift.options])
+    if shift.device != "cpu" and shift.name != "clean":  # GPU kernels may round 1 grey level apart (CPU keys unchanged)
+        key.append(shift.device)
     blob = json.dumps(key, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 

@@ -7,6 +7,7 @@ Public interface::
 
 ``seed`` is the item's own seed; :func:`item_seed` derives it from (base seed, item id, shift, severity) as
 docs/shifts/mlvp.md ("Seeding") prescribes, so any single video or caption regenerates bit for bit, whatever the order of a run.
+``perturb_video`` takes a clip (T, H, W, 3) or a batch (N, T, H, W, 3) with one seed per clip.
 
 What a run actually executed (faithful or approximate, resolved options, donor query source, the share of
 captions a text shift changed) is :func:`tta.shifts.registry.implementation_record`; the results writer stores it
