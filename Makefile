@@ -49,7 +49,22 @@ imagemagick:
 		echo "  sudo apt-get install -y $(MAGICKWAND_PKG)   (or libmagickwand-dev; shift=snow_approx runs without it)"; \
 	fi
 
-setup: $(VENV)/.installed wordnet imagemagick
+# Chromium for the test that opens the report's HTML page in a headless browser (tests/reporting/
+# test_report_dashboards.py). Installed only when missing, as root, non-interactively; otherwise prints the command
+# and carries on (that test then skips).
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Chromium (Debian chromium)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
+		|| echo "WARNING: apt-get could not install chromium; the report's browser test will skip"; \
+	else \
+		echo "WARNING: Chromium is missing; the report's browser test skips without it:"; \
+		echo "  sudo apt-get install -y chromium"; \
+	fi
+
+setup: $(VENV)/.installed wordnet imagemagick chromium
 
 run: setup
 	$(VENV)/bin/python -m tta.run $(ARGS)
@@ -61,4 +76,4 @@ test: setup
 test-fast: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -m fast $(PYTEST_ARGS)
 
-.PHONY: setup run test test-fast wordnet imagemagick
+.PHONY: setup run test test-fast wordnet imagemagick chromium

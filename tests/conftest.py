@@ -59,7 +59,7 @@ HEAVY_TESTS = {
     "tests/run/test_reliability.py::test_each_bad_input_is_skipped_or_repaired_and_counted": "whole tta.run.run",
     "tests/run/test_reliability.py::test_repaired_videos_decode_as_documented": "real broken video files",
     "tests/run/test_reliability.py::test_on_bad_error_lists_every_problem": "whole tta.run.run",
-    "tests/run/test_reliability.py::test_non_finite_query_scores_are_excluded": "whole tta.run.run",
+    "tests/run/test_reliability.py::test_non_finite_query_scores_count_as_misses": "whole tta.run.run",
     "tests/run/test_reliability.py::test_non_finite_gallery_features_are_an_error": "whole tta.run.run",
     "tests/run/test_reliability.py::test_small_gallery_partial_batch_and_k": "whole tta.run.run",
     "tests/run/test_real_path_e2e.py::test_run_on_official_formats_with_converted_checkpoint": "whole tta.run.run",

@@ -16,7 +16,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.results import same_identity
 from tta.utils.io import atomic_torch_save
-from tta.utils.loggers import RunLogger
 
 log = logging.getLogger(__name__)
 
@@ -68,38 +67,85 @@ class CheckpointStream(L.Callback):
 
 
 class LogBatches(L.Callback):
-    """Per-batch curves for a run logger: loss, running R@1, running k-occurrence skewness, selected share.
+    """Per-batch curves for the run's loggers, through ``self.log`` (the adapter itself logs ``adapt/loss`` and
+    ``stream/R@1``): running k-occurrence skewness, selected share, skipped updates, time, stream segment and the
+    method's per-batch loss terms and rates (``adapt/<name>``, from ``BatchRecord.extras``).
 
-    The running skewness is that of all rows scored so far (docs/methods/metrics.md), computed every ``every``
-    batches since it costs a top-k over those rows.
+    The running skewness is that of all rows scored so far (docs/methods/metrics.md), computed every
+    ``trainer.log_every_n_steps`` batches since it costs a top-k over those rows. The logged step is the stream's
+    batch index, also after a resume, so the curves of a resumed run continue where they stopped.
     """
 
-    def __init__(self, logger: RunLogger, k: int = 10, every: int = 1):
-        self.logger, self.k, self.every = logger, int(k), max(1, int(every))
+    def __init__(self, k: int = 10):
+        self.k = int(k)
+
+    def on_test_epoch_start(self, trainer, pl_module) -> None:
+        # Lightning numbers test-step rows from 0 in each process; start at the stream position instead
+        seen = getattr(trainer.test_loop, "_seen_batches_per_dataloader", None)
+        if seen is not None:
+            seen[0] = len(pl_module.history)
+
+    def on_test_epoch_end(self, trainer, pl_module) -> None:
+        # the epoch aggregates Lightning logs after the last batch (``*_epoch``) go to the stream's end, not step 0
+        loop = getattr(trainer.fit_loop, "epoch_loop", None)
+        if loop is not None and hasattr(loop, "_batches_that_stepped"):
+            loop._batches_that_stepped = len(pl_module.history)
 
     def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         record = pl_module.history[-1]
-        if record.batch % self.every:
-            return
-        from tta.metrics import hubness_metrics
+        values = {"stream/segment": float(record.segment), "adapt/skipped_updates": float(record.skipped_updates),
+                  "time/adapt_s": float(record.adapt_s), "stream/selected_frac": pl_module.selected_fraction(record)}
+        if record.batch % max(1, int(trainer.log_every_n_steps)) == 0:
+            from tta.metrics import hubness_metrics
 
-        rows = torch.cat(pl_module.rows)
-        skew = hubness_metrics(rows, k=min(self.k, rows.shape[1]))["skewness"] if rows.shape[0] > 1 else math.nan
-        self.logger.log_batch({
-            "batch": record.batch, "segment": record.segment, "size": record.size,
-            "loss": record.losses[-1] if record.losses else math.nan, "running_r1": record.running_r1,
-            "running_skewness": float(skew), "selected_frac": pl_module.selected_fraction(record),
-            "skipped_updates": record.skipped_updates, "adapt_s": record.adapt_s})
+            rows = torch.cat(pl_module.rows)
+            if rows.shape[0] > 1:
+                values["stream/skewness"] = float(hubness_metrics(rows, k=min(self.k, rows.shape[1]))["skewness"])
+        values.update(batch_terms(record.extras))
+        values = {k: v for k, v in values.items() if not math.isnan(v)}
+        pl_module.log_dict(values, on_step=True, on_epoch=False, batch_size=record.size)
 
 
-def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, logger: RunLogger) -> list[L.Callback]:
-    """The callbacks a run's Trainer gets from its config."""
+def batch_terms(extras: dict) -> dict[str, float]:
+    """A batch's numeric extras as ``adapt/<name>``: scalars as they are, per-step lists and the ``steps`` records
+    by their last step (the values after the batch's final update)."""
+    out: dict[str, float] = {}
+    for key, value in extras.items():
+        if key == "steps":
+            if value:
+                out.update({f"adapt/{k}": float(v) for k, v in value[-1].items()
+                            if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)})
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"adapt/{key}"] = float(value)
+        elif isinstance(value, list) and value and isinstance(value[-1], (int, float)):
+            out[f"adapt/{key}"] = float(value[-1])
+    return out
+
+
+def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, loggers: list) -> list[L.Callback]:
+    """The callbacks a run's Trainer gets: the runner's own (resume, checkpoint, per-batch logging when a logger
+    is chosen) followed by those of the ``callbacks=`` group, instantiated by ``_target_``."""
     callbacks: list[L.Callback] = []
     if state is not None:
         callbacks.append(ResumeFromState(state))
     every = int(cfg.get("checkpoint_every", 0) or 0)
     if every > 0:
         callbacks.append(CheckpointStream(run_dir, cfg, every))
-    if logger.name != "none":  # per-batch rows cost a top-k over the rows so far; only when someone logs them
-        callbacks.append(LogBatches(logger, k=int(cfg.hubness.k), every=logger.log_every))
-    return callbacks
+    if loggers:  # per-batch rows cost a top-k over the rows so far; only when someone logs them
+        callbacks.append(LogBatches(k=int(cfg.hubness.k)))
+    return callbacks + configured_callbacks(cfg.get("callbacks"))
+
+
+def configured_callbacks(callbacks_cfg) -> list[L.Callback]:
+    """The ``callbacks=`` choices (each nested under its own key, like ``logger=``), in config order."""
+    if not callbacks_cfg:
+        return []
+    from hydra.utils import instantiate
+
+    out = []
+    for key, entry in callbacks_cfg.items():
+        if not OmegaConf.is_dict(entry) or not entry.get("_target_"):
+            raise ValueError(f"callbacks.{key} has no _target_: add one with +callbacks.{key}._target_=<class> "
+                             f"or choose callbacks=<name> (tta/conf/callbacks/)")
+        out.append(instantiate(entry, _convert_="all"))
+    return out

@@ -19,8 +19,14 @@ rows, ``--per-model`` makes one table per backbone, ``--segments`` splits contin
 The ``paper`` layout writes to ``--out`` (default ``<sweep dir>/report``):
 
 * ``tables.md``, ``tables.csv``, ``tables.tex``: the paper's layout (HAT-VTR Tables 1-5): per (data, task,
-  scenario), rows = adapters per backbone, columns = shifts grouped by level, plus Avg;
-* ``robustness.md`` / ``.csv``: relative and absolute robustness and MMI against the clean source run;
+  scenario), rows = adapters per backbone, columns = shifts grouped by shift level, plus Avg and the cost
+  (ms/query, adaptation share, peak memory, failed rows); cells are mean ± sd (n seeds), ▲/▼ where the paired
+  95 % interval against source excludes zero;
+* ``comparisons.md`` / ``.csv`` / ``.tex``: every configuration against source (and ``--baseline``): the paired
+  difference, its hierarchical bootstrap interval, the sign-flip p, and win/tie/loss counts
+  (:mod:`tta.reporting.compare`); ``gain_cost_*.png``: gain against ms/query ratio, one point per adapter;
+* ``robustness.md`` / ``.csv``: relative and absolute robustness and MMI against the clean reference,
+  aggregated severity -> type -> level (or Schiappa category) -> overall;
 * ``kocc_*.png`` (k-occurrence histograms per adapter, Fig. 2), ``sims_*.png`` (score heatmaps of the first 250
   queries, Fig. 9), ``severity_*.png`` (R@1 against severity per shift, Fig. 13);
 * ``index.html``: all of it on one self-contained page (images inlined).
@@ -36,10 +42,19 @@ import re
 import sys
 from pathlib import Path
 
-from tta.reporting.collect import load_runs, shift_label
+from tta.reporting.collect import export_rows, load_runs, provenance_summary, shift_label
+from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, pooled
 from tta.reporting.pages import render_pages, render_tables
-from tta.reporting.plots import kocc_histograms, severity_curves, sims_heatmaps
-from tta.reporting.tables import paper_tables, robustness_table, severity_tables
+from tta.reporting.plots import gain_cost_plot, kocc_histograms, severity_curves, sims_heatmaps
+from tta.reporting.tables import (
+    KEYS,
+    ROBUST_METRICS,
+    compare_cells,
+    comparison_tables,
+    paper_tables,
+    robustness_table,
+    severity_tables,
+)
 
 log = logging.getLogger("tta.report")
 
@@ -48,67 +63,148 @@ def _slug(*parts) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(str(p) for p in parts)).strip("-")
 
 
-def build_report(sweep: str | Path | list, out: str | Path | None = None, metric: str = "R@1") -> dict:
+def build_report(sweep: str | Path | list, out: str | Path | None = None, metric: str = "R@1",
+                 baseline: str | None = None, resamples: int = RESAMPLES, bootstrap_seed: int = BOOTSTRAP_SEED,
+                 robustness: str | None = None, reference: str = "source", groups: str = "level",
+                 rows: str | Path | None = None) -> dict:
     """Write the report files of one sweep directory (or several, or row files: then ``out`` is required);
-    returns {"tables": [...], "robustness": DataFrame, "figures": [...], "html": path}."""
+    returns {"tables": [...], "robustness": DataFrame, "figures": [...], "html": path, "summary": line, ...}.
+
+    ``baseline``: a second configuration every other one is compared against (besides source); ``resamples`` and
+    ``bootstrap_seed``: the paired bootstrap (:mod:`tta.reporting.compare`); ``robustness``: the metric of the
+    robustness scores (default ``metric``; ranks and skewness are refused), against the clean ``reference``
+    (source or own), aggregated by ``groups`` (level or schiappa); ``rows``: also write the runs as a row file."""
     sources = [Path(s) for s in sweep] if isinstance(sweep, (list, tuple)) else [Path(sweep)]
     sweep = sources[0] if len(sources) == 1 else ", ".join(map(str, sources))
     if out is None and (len(sources) > 1 or not sources[0].is_dir()):
         raise ValueError("give --out: the report of several sources or of row files has no sweep directory to go in")
+    robustness = robustness or metric
+    if robustness not in ROBUST_METRICS:  # refused before anything is written
+        raise ValueError(f"robustness of {robustness} is meaningless (γ and MMI assume a higher-is-better score on "
+                         f"a 0-100 scale); give --robustness {'|'.join(ROBUST_METRICS)}")
+    df, failures = load_runs(sources)
+    if baseline and not (df["config"] == baseline).any():
+        raise ValueError(f"--baseline {baseline}: no such configuration in the runs; they hold "
+                         f"{', '.join(sorted(df['config'].unique()))}")
     out = Path(out) if out else sources[0] / "report"
     out.mkdir(parents=True, exist_ok=True)
-    df, failures = load_runs(sources)
-    tables = paper_tables(df, metric)
-    (out / "tables.md").write_text("\n\n".join(t.to_markdown() for t in tables) + "\n")
-    (out / "tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables))
-    (out / "tables.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in tables) + "\n")
+    paired = metric if metric in PAIRED_METRICS else "R@1"  # ranks and skewness have no per-query hit
+    compared = {}
+    for against in dict.fromkeys(a for a in ("source", baseline) if a and (df["config"] == a).any()):
+        compared[against] = compare_cells(df, against, paired, resamples, bootstrap_seed)
+    src = compared.get("source", ({}, {}))[0]
+    tables = paper_tables(df, metric, src if metric in PAIRED_METRICS else None)
+    comparisons = [t for a, (c, m) in compared.items() for t in comparison_tables(c, m, a, paired)]
     by_severity = severity_tables(df, metric)
-    if by_severity:  # the long layout: one row per shift, one column per severity
-        (out / "severity_tables.md").write_text("\n\n".join(t.to_markdown() for t in by_severity) + "\n")
-        (out / "severity_tables.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in by_severity))
-        tables = [*tables, *by_severity]
-    rob, notes = robustness_table(df, metric)
+    for t in (*tables, *by_severity):  # where each table's runs come from, printed under it (results.json "provenance")
+        t.provenance = table_provenance(df, t.title)
+    for name, group in (("tables", tables), ("comparisons", comparisons), ("severity_tables", by_severity)):
+        if not group:
+            continue
+        (out / f"{name}.md").write_text("\n\n".join(_with_provenance(t) for t in group) + "\n")
+        (out / f"{name}.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in group))
+        (out / f"{name}.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in group) + "\n")
+    rob, notes = robustness_table(df, robustness, reference, groups)
     for _, r in df[df["skipped"] > 0].iterrows():  # metrics over fewer pairs than the dataset has: say so
         notes.append(f"{r['dir']}: {r['skipped']} input pair(s) skipped (results.json 'skipped'); its metrics are "
                      f"over {r['num_queries']} queries")
     for _, r in df[df["collapsed"]].iterrows():
         notes.append(f"{r['dir']}: collapsed (one gallery item is the top-1 of most queries; results.json 'collapse')")
-    rob_md = _frame_markdown(rob) if not rob.empty else "(no robustness: no clean source reference in the sweep)"
-    (out / "robustness.md").write_text(rob_md + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+    for against, (_, missing) in compared.items():
+        if missing:
+            notes.append(f"{len(missing)} cell(s) have runs without per-query ranks (query_ranks.npz): no interval "
+                         f"against {against}, not marked")
+    rob_md = _frame_markdown(rob) if not rob.empty else "(no robustness: no clean reference run in the sweep)"
+    rob_head = (f"Robustness of {robustness} against the clean {reference} run, aggregated severity -> type -> "
+                f"{groups} -> overall (sd over the items one level down)")
+    (out / "robustness.md").write_text(rob_head + "\n\n" + rob_md + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
     rob.to_csv(out / "robustness.csv", index=False)
     figures = []
+    for against, (comps, _) in compared.items():
+        for key, points in _gain_cost_points(df, comps, against).groupby(list(KEYS)):
+            title = f"{' '.join(map(str, key[:2]))} ({key[2]}): gain against cost"
+            path = gain_cost_plot(points, out / f"gain_cost_{_slug(*key, against)}.png", title, paired, against)
+            if path:
+                figures.append(("gain", title, path))
     for (data, task, scenario, shift, severity), part in df.groupby(["data", "task", "scenario", "shift", "severity"]):
         title = f"{data} {task} ({scenario}) | {shift_label(shift, severity)}"
+        slug = _slug(data, task, scenario, shift_label(shift, severity).replace(" ", ""))
         for fn, prefix in ((kocc_histograms, "kocc"), (sims_heatmaps, "sims")):
-            path = fn(part.sort_values(["model", "adapter_rank"]), out / f"{prefix}_{_slug(data, task, scenario, shift, severity)}.png", title)
+            path = fn(part.sort_values(["model", "adapter_rank"]), out / f"{prefix}_{slug}.png", title)
             if path:
                 figures.append((prefix, title, path))
     for (data, task, scenario), part in df.groupby(["data", "task", "scenario"]):
         path = severity_curves(part, out / f"severity_{_slug(data, task, scenario)}.png", f"{data} {task} ({scenario})", metric)
         if path:
             figures.append(("severity", f"{data} {task} ({scenario})", path))
-    page = _html(sweep, tables, rob_md, notes, figures, failures, len(df))
+    if rows:
+        export_rows(df, rows)
+    failed = df[df["failed_rows"] > 0]
+    summary = (f"{len(df)} runs, {len(failures)} failed jobs"
+               + (f", {len(failed)} run(s) with failed rows ({int(failed['failed_rows'].sum())} rows scored as "
+                  f"misses: non-finite scores)" if len(failed) else ""))
+    page = _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary)
     (out / "index.html").write_text(page)
-    log.info("report of %d runs (%d failed jobs) written to %s", len(df), len(failures), out)
-    return {"tables": tables, "robustness": rob, "figures": [f[2] for f in figures], "html": out / "index.html",
-            "failures": failures, "runs": df}
+    log.info("report of %s written to %s", summary, out)
+    return {"tables": tables + by_severity, "comparisons": comparisons, "robustness": rob,
+            "figures": [f[2] for f in figures], "html": out / "index.html", "failures": failures, "runs": df,
+            "summary": summary}
+
+
+def _gain_cost_points(df, comps: dict, against: str):
+    """Per (data, task, scenario, model, configuration): the paired gain over ``against`` pooled over its shifted
+    cells, and its ms/query over ``against``'s."""
+    import pandas as pd
+
+    from tta.reporting.collect import CELL
+
+    by_config: dict = {}
+    for key, c in comps.items():
+        k = dict(zip(CELL, key, strict=True))
+        if k["shift"] != "clean":
+            by_config.setdefault((k["data"], k["task"], k["scenario"], k["model"], k["config"]), []).append(c)
+    rows = []
+    for (data, task, scenario, model, config), cs in by_config.items():
+        part = df[(df["data"] == data) & (df["task"] == task) & (df["scenario"] == scenario) & (df["model"] == model)]
+        ms, ref = (part[part["config"] == c]["ms_per_query"].astype(float).mean() for c in (config, against))
+        gain, low, high = pooled(cs)
+        rows.append({"data": data, "task": task, "scenario": scenario, "model": model, "config": config,
+                     "cost_ratio": ms / ref if ref and ref > 0 else float("nan"), "gain": gain, "low": low,
+                     "high": high})
+    return pd.DataFrame(rows, columns=["data", "task", "scenario", "model", "config", "cost_ratio", "gain", "low",
+                                       "high"])
+
+
+def table_provenance(df, title: str) -> str:
+    """The provenance line of the runs behind a table (its title starts with "<data> <task> (<scenario>")."""
+    for (data, task, scenario), part in df.groupby(["data", "task", "scenario"]):
+        if title.startswith(f"{data} {task} ({scenario}"):
+            return provenance_summary(part)
+    return provenance_summary(df)
+
+
+def _with_provenance(table) -> str:
+    line = getattr(table, "provenance", None)
+    return table.to_markdown() + (f"\n\n_{line}_" if line else "")
 
 
 def _frame_markdown(frame, digits: int = 3) -> str:
     cols = list(frame.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in frame.iterrows():
-        lines.append("| " + " | ".join(f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row) + " |")
+        lines.append("| " + " | ".join(("" if v != v else f"{v:.{digits}f}") if isinstance(v, float) else str(v)
+                                       for v in row) + " |")
     return "\n".join(lines)
 
 
 def _md_table_to_html(md: str) -> str:
     out, in_table = [], False
+    bold = lambda t: re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)  # noqa: E731
     for line in md.splitlines():
         if line.startswith("|") and set(line.replace("|", "").strip()) <= set("-"):
             continue
         if line.startswith("|"):
-            cells = [html.escape(c.strip()).replace("*", "") for c in line.strip("|").split("|")]
+            cells = [bold(html.escape(c.strip())).replace("*", "") for c in line.strip("|").split("|")]
             tag = "th" if not in_table else "td"
             out.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
             if not in_table:
@@ -119,30 +215,41 @@ def _md_table_to_html(md: str) -> str:
                 out.append("</table>")
                 in_table = False
             if line.strip():
-                out.append(f"<p>{html.escape(line).replace('**', '')}</p>")
+                out.append(f"<p>{bold(html.escape(line.lstrip('- ') if line.startswith('- ') else line))}</p>")
     if in_table:
         out.append("</table>")
     return "\n".join(out)
 
 
-def _html(sweep, tables, rob_md, notes, figures, failures, n_runs) -> str:
-    parts = [f"<h1>tta report: {html.escape(str(sweep))}</h1>", f"<p>{n_runs} runs, {len(failures)} failed jobs</p>",
+def _figure(title: str, path) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return (f"<figure><img alt='{html.escape(title)}' src='data:image/png;base64,{data}'/>"
+            f"<figcaption>{html.escape(title)}</figcaption></figure>")
+
+
+def _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary) -> str:
+    parts = [f"<h1>tta report: {html.escape(str(sweep))}</h1>", f"<p>{html.escape(summary)}</p>",
              "<h2>Tables</h2>"]
-    parts += [_md_table_to_html(t.to_markdown()) for t in tables]
-    parts += ["<h2>Robustness (against the clean source run)</h2>", _md_table_to_html(rob_md)]
+    for t in tables:
+        parts.append(_md_table_to_html(t.to_markdown()))
+        if getattr(t, "provenance", None):
+            parts.append(f"<p class='provenance'>{html.escape(t.provenance)}</p>")
+    if comparisons or any(f[0] == "gain" for f in figures):
+        parts.append("<h2>Paired comparisons and cost</h2>")
+        parts += [_figure(title, path) for kind, title, path in figures if kind == "gain"]
+        parts += [_md_table_to_html(t.to_markdown()) for t in comparisons]
+    parts += ["<h2>Robustness</h2>", f"<p>{html.escape(rob_head)}</p>", _md_table_to_html(rob_md)]
     parts += [f"<p>{html.escape(n)}</p>" for n in notes]
     if failures:
         parts.append("<h2>Failed jobs</h2><ul>" + "".join(
             f"<li>{html.escape(f['dir'])}: {html.escape(' '.join(f['error']))}</li>" for f in failures) + "</ul>")
-    for kind, heading in (("kocc", "k-occurrence histograms (N_15)"), ("sims", "Similarity heatmaps"),
+    for kind, heading in (("kocc", "k-occurrence histograms (N_15)"),
+                          ("sims", "Similarity heatmaps (raw, and ranked within each row so that panels compare)"),
                           ("severity", "R@1 against severity")):
         figs = [f for f in figures if f[0] == kind]
         if figs:
             parts.append(f"<h2>{heading}</h2>")
-            for _, title, path in figs:
-                data = base64.b64encode(Path(path).read_bytes()).decode()
-                parts.append(f"<figure><img alt='{html.escape(title)}' src='data:image/png;base64,{data}'/>"
-                             f"<figcaption>{html.escape(title)}</figcaption></figure>")
+            parts += [_figure(title, path) for _, title, path in figs]
     style = ("body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}")
     return f"<!doctype html><html><head><meta charset='utf-8'><title>tta report</title><style>{style}</style>" \
@@ -158,7 +265,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layout", choices=["paper", "pivot", "list"], default=None,
                     help="paper: full report (default for directories); pivot (default for row files); list")
     ap.add_argument("--out", default=None, help="paper layout: output directory (default: <sweep>/report)")
-    ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "MdR", "MnR", "skewness"])
+    ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "RSUM", "MdR", "MnR", "skewness"])
+    ap.add_argument("--baseline", default=None, help="paper: also compare every configuration with this one (paired "
+                                                     "intervals, win/tie/loss), besides source")
+    ap.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples of the paired intervals")
+    ap.add_argument("--bootstrap-seed", type=int, default=BOOTSTRAP_SEED, help="seed of the paired bootstrap")
+    ap.add_argument("--robustness", default=None, help=f"paper: metric of the robustness scores (default --metric; "
+                                                       f"one of {', '.join(ROBUST_METRICS)})")
+    ap.add_argument("--reference", default="source", choices=["source", "own"],
+                    help="robustness against the clean source run or the method's own clean run")
+    ap.add_argument("--groups", default="level", choices=["level", "schiappa"],
+                    help="robustness groups: HAT-VTR shift levels or the categories of Schiappa et al.")
+    ap.add_argument("--rows", default=None, help="paper: also write the runs as a row file (JSONL, per-query ranks "
+                                                 "included) for docs/results/rows/")
     ap.add_argument("--second", default="skewness", choices=["skewness", "R@5", "none"],
                     help="pivot: the second value of each cell")
     ap.add_argument("--model", action="append", help="only these backbones (repeatable)")
@@ -167,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-model", action="store_true", help="pivot: one table per backbone")
     ap.add_argument("--segments", action="store_true", help="split continual streams into their shifts")
     ap.add_argument("--sort", action="store_true", help="list: by model, task, then the adapter order")
+    ap.add_argument("--wandb", action="store_true", help="paper layout: also log the report as one W&B summary run "
+                                                         "(offline without an API key; docs/dashboards.md)")
+    ap.add_argument("--wandb-project", default="tta", help="with --wandb: the W&B project")
     ap.add_argument("--pages", default=None, help="render the docs pages of this spec (docs/results/pages.yaml)")
     ap.add_argument("--page", action="append", help="with --pages: only these pages (repeatable)")
     ap.add_argument("--date", default=None, help="with --pages: the rendering date to print (default: today)")
@@ -181,12 +303,21 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("give a sweep directory or row files (or --pages)")
         layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
         if layout == "paper":
-            rep = build_report(args.sources, args.out, args.metric)
-            print("\n\n".join(t.to_markdown() for t in rep["tables"]))
-            print(f"\nreport: {rep['html']}")
+            if args.resamples < 1:
+                raise ValueError(f"--resamples must be at least 1, got {args.resamples}")
+            rep = build_report(args.sources, args.out, args.metric, args.baseline, args.resamples,
+                               args.bootstrap_seed, args.robustness, args.reference, args.groups, args.rows)
+            print("\n\n".join(_with_provenance(t) for t in rep["tables"] + rep["comparisons"]))
+            print(f"\n{rep['summary']}; report: {rep['html']}")
+            if args.wandb:
+                from tta.reporting.wandb_summary import upload_report
+
+                run_id = upload_report(rep, args.sources[0], rep["html"].parent, project=args.wandb_project)
+                print(f"W&B summary run: {args.wandb_project}/{run_id}")
             return 0
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
-                               args.per_model, args.segments, args.sort)
+                               args.per_model, args.segments, args.sort, resamples=args.resamples,
+                               seed=args.bootstrap_seed)
     except (FileNotFoundError, ValueError) as e:
         print(f"tta.report: {e}", file=sys.stderr)
         return 2

@@ -21,14 +21,22 @@ from omegaconf import DictConfig, OmegaConf
 from tta.data.layout import EvalLayout
 from tta.data.screen import InputReport
 from tta.data.stream import PerturbedCopy, ShiftSpec
-from tta.metrics import gt_ranks_multi, hubness_metrics, k_occurrence, metrics_from_ranks, retrieval_metrics
+from tta.metrics import (
+    HUBNESS_KEYS,
+    gt_ranks,
+    gt_ranks_multi,
+    hubness_from_occurrence,
+    k_occurrence,
+    metrics_from_ranks,
+)
 from tta.shifts.video.mixed import is_mixed, plan_summary
-from tta.utils.io import atomic_torch_save, atomic_write_json
+from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
 
 log = logging.getLogger(__name__)
 
 # config keys that do not change what a run computes (a re-run with other values is the same run)
-NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every")
+NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every",
+                "callbacks", "tags", "task_name", "print_config")
 
 
 @dataclass
@@ -86,54 +94,98 @@ class RunResults:
         return out
 
 
-def segment_metrics(sims: torch.Tensor, layout: EvalLayout, ok: torch.Tensor, cfg: DictConfig) -> tuple[dict, dict]:
-    """Retrieval and hubness metrics of the finite rows ``ok`` (multi-caption v2t: best-ranked caption)."""
-    k = int(cfg.hubness.k)
-    hub = hubness_metrics(sims, k=k)
+HUBNESS_KS = (1, 10, 15)  # the full statistics are kept at these k (HAT-VTR reports k = 10; Fig. 2 uses 15)
+
+
+@dataclass
+class ScoredRows:
+    """Per-query outcome of one stream: ranks in stream order, failed rows, and the scores they came from."""
+
+    sims: torch.Tensor  # (R, G) scores in stream order (R = segments x Q)
+    ranks: torch.Tensor  # (R,) 1-based rank of the relevant item; a failed row has the worst rank G
+    finite: torch.Tensor  # (R,) False for a failed row (non-finite scores: the method diverged)
+    query_ids: list[str]  # (R,) the id of each row's query (video id for v2t, caption id for t2v)
+    segment: torch.Tensor  # (R,) the stream segment of each row
+    raw_ranks: torch.Tensor | None = None  # (R,) ranks before refinement (refining methods only)
+
+
+def row_ranks(sims: torch.Tensor, layout: EvalLayout, finite: torch.Tensor) -> torch.Tensor:
+    """(Q,) ranks of one segment's rows; a row with non-finite scores is a miss at the worst rank G."""
+    ranks = torch.full((sims.shape[0],), sims.shape[1], dtype=torch.long)
+    if finite.any():
+        rows = finite.nonzero().flatten()
+        mask = layout.relevant_mask(rows)
+        ok = sims[finite]
+        ranks[finite] = (gt_ranks(ok, layout.gt[finite]) if mask is None else gt_ranks_multi(ok, mask)).cpu()
+    return ranks
+
+
+def hubness_record(sims: torch.Tensor, k: int) -> tuple[dict, dict]:
+    """Hubness of the finite rows ``sims``: the six statistics at ``k`` (with k = 1 skewness) and the full
+    statistics (Gini, groupie ratio, hub count included) at each k of :data:`HUBNESS_KS`."""
+    by_k = {}
+    for kk in sorted({*HUBNESS_KS, k}):
+        if kk <= sims.shape[1] and sims.shape[0]:
+            by_k[str(kk)] = hubness_from_occurrence(k_occurrence(sims, kk), kk, num_queries=sims.shape[0])
+    if str(k) not in by_k:  # no finite row: hubness is undefined
+        return {key: None for key in (*HUBNESS_KEYS, "k1_skewness")} | {"k": k}, by_k
+    hub = {key: by_k[str(k)][key] for key in HUBNESS_KEYS}
     hub["k"] = k
-    hub["k1_skewness"] = hubness_metrics(sims, k=1)["skewness"]
-    mask = layout.relevant_mask(ok.nonzero().flatten())
-    if mask is None:
-        return retrieval_metrics(sims, layout.gt[ok], median=cfg.metrics.median), hub
-    return metrics_from_ranks(gt_ranks_multi(sims, mask), median=cfg.metrics.median), hub
+    hub["k1_skewness"] = by_k["1"]["skewness"]
+    return hub, by_k
 
 
-def finite_rows(sims: torch.Tensor, ctx: StreamContext) -> torch.Tensor:
-    """(Q,) mask of rows with finite scores; the others are counted in ``skipped`` as ``nonfinite_scores``."""
+def segment_metrics(sims: torch.Tensor, layout: EvalLayout, finite: torch.Tensor, cfg: DictConfig) -> dict:
+    """One segment: retrieval over every row (failed rows are misses), hubness over the finite rows."""
+    ranks = row_ranks(sims, layout, finite)
+    hub, by_k = hubness_record(sims[finite], int(cfg.hubness.k))
+    return {"retrieval": metrics_from_ranks(ranks, median=cfg.metrics.median), "hubness": hub,
+            "hubness_by_k": by_k, "ranks": ranks, "failed_rows": int((~finite).sum())}
+
+
+def failed_rows(sims: torch.Tensor) -> torch.Tensor:
+    """(R,) mask of rows with finite scores. The others are failures of the method, scored as misses."""
     finite = torch.isfinite(sims).all(dim=1)
-    if not finite.any():
-        raise FloatingPointError("every scored row contains NaN/inf: the adapted model diverged; no metric is "
-                                 "valid (see the counters and history.json for skipped updates)")
-    n_q, layout, report = len(ctx.layout.queries), ctx.layout, ctx.report
-    for row in (~finite).nonzero().flatten().tolist():
-        seg, i = divmod(row, n_q)
-        at = layout.query_rows[i]
-        report.skip(layout.queries[i], report.kept[at] if report.kept else at, "nonfinite_scores",
-                    f"segment {seg} ({ctx.shifts[seg].name})")
     if not finite.all():
-        log.warning("%d scored row(s) contain NaN/inf; they are excluded from the metrics and counted in "
-                    "results.json 'skipped'", int((~finite).sum()))
+        log.warning("%d of %d scored row(s) contain NaN/inf (the adapted model diverged); they count as misses "
+                    "(worst rank) in every retrieval metric and in results.json 'failed_rows'",
+                    int((~finite).sum()), len(finite))
     return finite
 
 
-def score_stream(adapter, ctx: StreamContext, time_s: dict) -> tuple[RunResults, torch.Tensor, torch.Tensor]:
-    """The results record of a finished stream, with the (rows, G) scores and their finite-row mask."""
+def _segments(sims: torch.Tensor, shifts: list[ShiftSpec], layout: EvalLayout, finite: torch.Tensor,
+              cfg: DictConfig) -> list[dict]:
+    n_q = len(layout.queries)
+    return [{"shift": s.name, "severity": s.severity, **segment_metrics(rows, layout, ok, cfg)}
+            for s, rows, ok in zip(shifts, sims.split(n_q), finite.split(n_q), strict=True)]
+
+
+def score_stream(adapter, ctx: StreamContext, time_s: dict) -> tuple[RunResults, ScoredRows]:
+    """The results record of a finished stream, with its per-query outcome."""
     cfg, shifts = ctx.cfg, ctx.shifts
     sims, order = adapter.scores()
     n_q = len(ctx.layout.queries)
     if not torch.equal(order, torch.arange(n_q).repeat(len(shifts))):
         raise RuntimeError("scored rows are not in stream order")
-    finite = finite_rows(sims, ctx)
-    segments = []
-    for s, rows, ok in zip(shifts, sims.split(n_q), finite.split(n_q), strict=True):
-        retrieval, hub = segment_metrics(rows[ok], ctx.layout, ok, cfg)
-        segments.append({"shift": s.name, "severity": s.severity, "retrieval": retrieval, "hubness": hub})
-    retrieval, hub = _stream_means(segments, int(cfg.hubness.k))
+    finite = failed_rows(sims)
+    segments = _segments(sims, shifts, ctx.layout, finite, cfg)
+    retrieval, hub, by_k = _stream_means(segments, int(cfg.hubness.k))
+    ids = [p.video_id if cfg.task == "v2t" else (p.caption_id or p.video_id) for p in ctx.layout.queries]
+    scored = ScoredRows(sims, torch.cat([s.pop("ranks") for s in segments]), finite, ids * len(shifts),
+                        torch.arange(len(shifts)).repeat_interleave(n_q))
     single, shift = len(shifts) == 1, shifts[0]
     extra = shift_record(shift, ctx.video_pairs, ctx.copy)
     extra["shift_implementation"] = _implementations(ctx)
+    extra.update(failed_rows=int((~finite).sum()), hubness_by_k=by_k, cost=cost_record(time_s))
+    raw = adapter.raw_scores()
+    if raw is not None:  # what the refinement (HSM, a post-hoc refiner) changed, within the same run
+        raw_finite = torch.isfinite(raw).all(dim=1)
+        raw_segments = _segments(raw, shifts, ctx.layout, raw_finite, cfg)
+        extra["retrieval_raw"], extra["hubness_raw"], extra["hubness_by_k_raw"] = _stream_means(
+            raw_segments, int(cfg.hubness.k))
+        scored.raw_ranks = torch.cat([s.pop("ranks") for s in raw_segments])
     if not single:
-        extra.update(reset_policy=adapter.reset_policy, segments=segments)
+        extra.update(reset_policy=adapter.reset_policy, segments=[_public(s) for s in segments])
     posthoc = getattr(adapter, "posthoc", None)
     results = RunResults(
         task=cfg.task, model=cfg.model.name, adapter=cfg.adapter.name, posthoc=getattr(posthoc, "name", "none"),
@@ -146,17 +198,61 @@ def score_stream(adapter, ctx: StreamContext, time_s: dict) -> tuple[RunResults,
         counters={**adapter.counters, **(posthoc.stats() if posthoc is not None else {})}, time_s=time_s,
         versions=versions(), config=OmegaConf.to_container(cfg, resolve=True),
         collapse=collapse_check(sims[finite], float(cfg.get("collapse_share", 0.5))), extra=extra)
-    return results, sims, finite
+    return results, scored
 
 
-def _stream_means(segments: list[dict], k: int) -> tuple[dict, dict]:
+def _public(segment: dict) -> dict:
+    return {k: v for k, v in segment.items() if k not in ("hubness_by_k",)}
+
+
+def reset_peak_memory() -> bool:
+    """Start this run's peak-memory window: a sweep runs many jobs in one process, whose lifetime peak would
+    otherwise be charged to every later job. Returns whether the resident peak could be reset (Linux only)."""
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the resident-set high-water mark
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # the process's peak (KiB on Linux)
+
+
+def cost_record(time_s: dict) -> dict[str, float | None]:
+    """What the run cost: adaptation time per query, its share of the run, and peak memory since
+    :func:`reset_peak_memory` (docs/outputs.md)."""
+    total = float(time_s.get("total") or 0.0)
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+    return {"ms_per_query": time_s.get("per_query_ms"),
+            "adapt_share": float(time_s.get("adapt", 0.0)) / total if total > 0 else None,
+            "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": gpu}
+
+
+def _stream_means(segments: list[dict], k: int) -> tuple[dict, dict, dict]:
     """One segment's metrics, or the mean over a stream's segments (as continual-TTA tables report)."""
     if len(segments) == 1:
-        return segments[0]["retrieval"], segments[0]["hubness"]
-    mean = lambda part: {key: sum(s[part][key] for s in segments) / len(segments) for key in segments[0][part]}  # noqa: E731
-    hub = mean("hubness")
+        return segments[0]["retrieval"], segments[0]["hubness"], segments[0]["hubness_by_k"]
+
+    def mean(values: list[dict]) -> dict:
+        return {key: (None if any(v[key] is None for v in values) else sum(v[key] for v in values) / len(values))
+                for key in values[0]}
+
+    hub = mean([s["hubness"] for s in segments])
     hub["k"] = k
-    return mean("retrieval"), hub
+    by_k = {kk: mean([s["hubness_by_k"][kk] for s in segments]) for kk in segments[0]["hubness_by_k"]
+            if all(kk in s["hubness_by_k"] for s in segments)}
+    return mean([s["retrieval"] for s in segments]), hub, by_k
 
 
 def _implementations(ctx: StreamContext) -> dict | list[dict]:
@@ -198,6 +294,8 @@ def shift_record(shift: ShiftSpec, pairs, copy: PerturbedCopy | None) -> dict[st
 
 def collapse_check(sims: torch.Tensor, share: float = 0.5) -> dict[str, Any]:
     """Detect a collapsed model: one gallery item is the top-1 of at least ``share`` of the queries."""
+    if sims.shape[0] == 0:  # every row failed
+        return {"top1_mode_share": None, "distinct_top1": 0, "collapsed": True}
     top1 = sims.argmax(dim=1)
     counts = torch.bincount(top1, minlength=sims.shape[1])
     mode_share = float(counts.max()) / max(1, sims.shape[0])
@@ -209,23 +307,81 @@ def collapse_check(sims: torch.Tensor, share: float = 0.5) -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
+    import hydra
     import lightning
+    import numpy
     import open_clip
 
     return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
-            "open_clip": open_clip.__version__}
+            "open_clip": open_clip.__version__, "hydra": hydra.__version__, "numpy": numpy.__version__}
 
 
-def write_run(run_dir: Path, results: RunResults, sims: torch.Tensor, finite: torch.Tensor, history: list,
+def git_revision(path: str | Path | None = None) -> dict[str, Any] | None:
+    """``{"commit", "dirty"}`` of the git checkout holding ``path`` (default: this package's source); None outside
+    a checkout or without git. Dirty = tracked files differ from the commit (untracked files do not count)."""
+    import subprocess
+
+    where = str(Path(path) if path else Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
+        if head.returncode != 0:
+            return None
+        status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def device_name(accelerator: str = "auto") -> dict[str, str]:
+    """The device a run's Trainer uses: ``{"type", "name"}`` (GPU model, or the CPU model)."""
+    if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available():
+        return {"type": "cuda", "name": torch.cuda.get_device_name(0)}
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"type": "cpu", "name": name}
+
+
+def provenance(cfg: DictConfig | None = None, started: float | None = None) -> dict[str, Any]:
+    """Where and how a run was computed (results.json ``provenance``, every logger): the code's git revision
+    (absent outside a checkout), package versions, device, precision, threads, host, command line, start and end
+    time (UTC ISO; end = now)."""
+    import datetime
+    import shlex
+    import socket
+    import sys
+    import time
+
+    def iso(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")
+
+    trainer = (cfg.get("trainer") if cfg is not None else None) or {}
+    out: dict[str, Any] = {"git": git_revision(), "versions": versions(),
+                           "device": device_name(str(trainer.get("accelerator", "auto"))),
+                           "precision": str(trainer.get("precision", "32-true")), "threads": torch.get_num_threads(),
+                           "host": socket.gethostname(), "command": shlex.join(sys.argv),
+                           "started": iso(started if started is not None else time.time()), "finished": iso(time.time())}
+    if out["git"] is None:
+        del out["git"]
+    return out
+
+
+def write_run(run_dir: Path, results: RunResults, scored: ScoredRows, history: list,
               cfg: DictConfig) -> dict[str, Any]:
-    """Write results.json, history.json and the optional score files; return the record as a dict."""
+    """Write results.json, history.json, query_ranks.npz and the optional score files; return the record."""
     record = results.to_dict()
-    atomic_write_json(run_dir / "results.json", record)
+    write_query_ranks(run_dir / QUERY_RANKS_FILE, scored)
     atomic_write_json(run_dir / "history.json", [vars(r) for r in history])
-    n_q = results.num_queries
+    sims, finite, n_q = scored.sims, scored.finite, results.num_queries
     if cfg.save.k_occurrence:
         k_hist = min(15, sims.shape[1])  # N_15 (HAT-VTR Fig. 2), or N_G for a gallery smaller than 15
-        counts = [k_occurrence(rows[ok], k_hist).tolist()
+        counts = [k_occurrence(rows[ok], k_hist).tolist() if ok.any() else []
                   for rows, ok in zip(sims.split(n_q), finite.split(n_q), strict=True)]
         atomic_write_json(run_dir / "k_occurrence.json", {"k": k_hist, "counts": counts[-1], "per_segment": counts})
     if cfg.save.sims:
@@ -233,7 +389,35 @@ def write_run(run_dir: Path, results: RunResults, sims: torch.Tensor, finite: to
     head = int(cfg.save.get("sims_head") or 0)
     if head:  # the similarity heatmap of the report (HAT-VTR Fig. 9): first queries x first gallery items
         atomic_torch_save(run_dir / "sims_head.pt", sims[:head, :head].half().clone())
+    atomic_write_json(run_dir / "results.json", record)  # last: its presence marks a complete run
     return record
+
+
+QUERY_RANKS_FILE = "query_ranks.npz"
+
+
+def write_query_ranks(path: Path, scored: ScoredRows) -> None:
+    """Per-query ranks (docs/outputs.md), so two runs on the same queries can be compared pair by pair."""
+    import io
+
+    import numpy as np
+
+    arrays = {"query_id": np.asarray(scored.query_ids, dtype=str), "segment": scored.segment.numpy().astype(np.int16),
+              "rank": scored.ranks.numpy().astype(np.int32), "failed": ~scored.finite.numpy(),
+              "num_gallery": np.asarray(scored.sims.shape[1])}
+    if scored.raw_ranks is not None:
+        arrays["rank_raw"] = scored.raw_ranks.numpy().astype(np.int32)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_query_ranks(path: Path) -> dict[str, Any]:
+    """The arrays of a ``query_ranks.npz`` (no pickled objects are read)."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
 
 
 def same_identity(stored: dict, cfg: DictConfig) -> bool:

@@ -22,9 +22,18 @@ from tta.adapters import build_adapter
 from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
 from tta.data.module import RetrievalDataModule
 from tta.media.video import VideoDecodeError
-from tta.results import StreamContext, complete_results, score_stream, write_run
+from tta.results import (
+    NOT_IDENTITY,
+    StreamContext,
+    complete_results,
+    provenance,
+    reset_peak_memory,
+    score_stream,
+    write_run,
+)
 from tta.scenario import Scenario
-from tta.utils.loggers import build_logger
+from tta.utils.config import print_config_tree
+from tta.utils.loggers import build_loggers, finish_loggers, log_results
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
 from tta.utils.seeding import seed_everything
@@ -42,6 +51,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if cfg.get("skip_complete", False) and (previous := complete_results(run_dir, cfg)) is not None:
         log.info("%s already holds the complete results of this configuration; skipped", run_dir)
         return previous
+    reset_peak_memory()
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
     scenario = Scenario.from_config(cfg)
@@ -51,30 +61,35 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     data.setup("test")
     adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
                             source_split=data.source_split(scenario.train_data))
-    logger = build_logger(cfg.get("logger"), run_dir, OmegaConf.to_container(cfg, resolve=True))
+    config = OmegaConf.to_container(cfg, resolve=True)
+    started = {k: v for k, v in provenance(cfg, t_start).items() if k != "finished"}
+    loggers = build_loggers(cfg.get("logger"), run_dir, {**config, "provenance": started},
+                            identity={k: v for k, v in config.items() if k not in NOT_IDENTITY})
     status = "failed"
     try:
-        adapt_s = stream(cfg, adapter, data, run_callbacks(cfg, run_dir, state, logger), state)
+        adapt_s = stream(cfg, adapter, data, run_callbacks(cfg, run_dir, state, loggers), state, loggers)
         ctx = StreamContext(cfg, scenario.shifts, data.layout, data.report, data.num_read, data.video_pairs,
                             scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy)
         n_scored = len(data.layout.queries) * len(scenario.shifts)
-        results, sims, finite = score_stream(adapter, ctx, time_s={
+        results, scored = score_stream(adapter, ctx, time_s={
             "total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
             "resumed_at_batch": start_batch})
-        record = write_run(run_dir, results, sims, finite, adapter.history, cfg)
-        logger.log_results(record)
+        results.extra["provenance"] = provenance(cfg, t_start)
+        record = write_run(run_dir, results, scored, adapter.history, cfg)
+        log_results(loggers, record, run_dir, step=len(adapter.history))
         (run_dir / RESUME_FILE).unlink(missing_ok=True)  # the results are complete: nothing left to resume
         status = "finished"
     finally:
-        logger.finish(status)
+        finish_loggers(loggers, status)
     return record
 
 
-def stream(cfg: DictConfig, adapter, data: RetrievalDataModule, callbacks: list, state: dict | None) -> float:
+def stream(cfg: DictConfig, adapter, data: RetrievalDataModule, callbacks: list, state: dict | None,
+           loggers: list | None = None) -> float:
     """Stream the queries through the adapter under the configured Trainer; return the seconds it took."""
     start = time.time()
     if data.num_batches() > 0:
-        trainer = build_trainer(cfg, callbacks)
+        trainer = build_trainer(cfg, callbacks, loggers)
         trainer.test(adapter, datamodule=data, verbose=False)
     elif state is not None:  # interrupted after its last batch, before writing results: nothing left to stream
         adapter.setup("test")
@@ -82,10 +97,10 @@ def stream(cfg: DictConfig, adapter, data: RetrievalDataModule, callbacks: list,
     return time.time() - start
 
 
-def build_trainer(cfg: DictConfig, callbacks: list):
-    """The Lightning Trainer of ``trainer=`` (any Trainer flag), with the run's callbacks."""
+def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):
+    """The Lightning Trainer of ``trainer=`` (any Trainer flag), with the run's callbacks and loggers."""
     try:
-        return instantiate(cfg.trainer, callbacks=callbacks)
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     except (ValueError, TypeError, RuntimeError) as e:  # a flag Lightning refuses (e.g. an unknown precision)
         raise ValueError(f"trainer config rejected by Lightning: {e}") from e
 
@@ -133,6 +148,8 @@ def main(cfg: DictConfig) -> None:
 
     hc = HydraConfig.get()
     run_dir = hc.runtime.output_dir
+    if cfg.get("print_config", False):
+        print_config_tree(cfg)
     try:
         results = run(cfg, run_dir)
     except USER_ERRORS as e:  # what the user can fix: one clear message, no stack trace (multiruns record it)

@@ -53,14 +53,17 @@ def test_v2t_rank_is_the_best_ranked_caption_of_the_video():
                          [0.9, 0.3, 0.8, 0.1, 0.2, 0.7],   # video b: best caption c1 at rank 4 (c0, c2, c5 above)
                          [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]])  # video c: its only caption c3 at rank 4
     ok = torch.ones(3, dtype=torch.bool)
-    got, _ = _metrics(sims, lay, ok, cfg)
+    got = _metrics(sims, lay, ok, cfg)["retrieval"]
     assert got["R@1"] == pytest.approx(100 / 3) and got["R@5"] == 100.0 and got["MnR"] == 3.0
     # the first-caption-only (1:1) reading of the same matrix ranks video a's caption c0 fifth
     first_only = retrieval_metrics(sims, torch.tensor([0, 1, 3]))
     assert first_only["R@1"] == 0.0
-    # a skipped (non-finite) row keeps the other rows' relevance aligned
-    got2, _ = _metrics(sims[[0, 2]], lay, torch.tensor([True, False, True]), cfg)
-    assert got2["R@1"] == 50.0 and got2["MnR"] == 2.5
+    # a failed (non-finite) row is a miss at the worst rank G = 6 and keeps the other rows' relevance aligned
+    failed = sims.clone()
+    failed[1, 2] = float("nan")
+    out = _metrics(failed, lay, torch.tensor([True, False, True]), cfg)
+    assert out["ranks"].tolist() == [1, 6, 4] and out["failed_rows"] == 1
+    assert out["retrieval"]["R@1"] == pytest.approx(100 / 3) and out["retrieval"]["MnR"] == pytest.approx(11 / 3)
 
 
 def test_screen_keeps_every_caption_under_multi():

@@ -65,24 +65,24 @@ def test_report_tables_equal_results_and_has_plots_and_html(sweep, tmp_path):
     frame = table.frame
     for f in sweep_dir.rglob("results.json"):
         res = json.loads(f.read_text())
-        level = "clean" if res["shift"] == "clean" else "low"
+        level = "clean" if res["shift"] == "clean" else "low-level"
         assert frame.loc[(res["model"], res["adapter"]), (level, res["shift"])] == pytest.approx(res["retrieval"]["R@1"])
         src = json.loads(f.read_text())
         assert src["hubness"]["skewness"] >= -10
     for adapter in ADAPTERS:  # Avg over the shifted columns only (clean is not averaged)
         assert frame.loc[("clip4clip", adapter), ("", "Avg")] == pytest.approx(frame.loc[("clip4clip", adapter),
-                                                                                         ("low", "gaussian")])
+                                                                                         ("low-level", "gaussian")])
     md = (tmp_path / "report" / "tables.md").read_text()
     assert "| clip4clip | hatvtr |" not in md and "| clip4clip | tent |" in md
     assert md.index("| clip4clip | source |") < md.index("| clip4clip | tent |") < md.index("| clip4clip | hsm |")
     assert r"\begin{tabular}" in (tmp_path / "report" / "tables.tex").read_text()
-    assert "low/gaussian" in (tmp_path / "report" / "tables.csv").read_text()
+    assert "low-level/gaussian" in (tmp_path / "report" / "tables.csv").read_text()
     rob = rep["robustness"]
     src_clean = frame.loc[("clip4clip", "source"), ("clean", "clean")]
     tent = rob[rob["adapter"] == "tent"].iloc[0]
-    assert tent["clean_source"] == pytest.approx(src_clean)
+    assert tent["scope"] == "overall" and tent["clean"] == pytest.approx(src_clean)
     assert tent["relative_robustness"] == pytest.approx(1 - (src_clean - frame.loc[("clip4clip", "tent"),
-                                                                                    ("low", "gaussian")]) / src_clean)
+                                                                                    ("low-level", "gaussian")]) / src_clean)
     names = {p.name.split("_")[0] for p in rep["figures"]}
     assert {"kocc", "sims"} <= names
     page = rep["html"].read_text()
@@ -123,34 +123,45 @@ def test_job_dirnames_are_stable_short_and_unique():
 
 def test_csv_logger_rows_match_the_history(tiny_cache, tmp_path):
     res = run(compose("run", tiny_overrides(tiny_cache, "logger=csv", "adapter=tent", "shift=gaussian")), tmp_path)
-    rows = list(csv.DictReader((tmp_path / "batches.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "csv" / "metrics.csv").open()))
     history = json.loads((tmp_path / "history.json").read_text())
-    assert [int(r["batch"]) for r in rows] == [h["batch"] for h in history] == [0, 1, 2]
-    assert [float(r["running_r1"]) for r in rows] == pytest.approx([h["running_r1"] for h in history])
-    assert float(rows[-1]["running_r1"]) == pytest.approx(res["retrieval"]["R@1"])
-    assert all(float(r["loss"]) > 0 for r in rows)  # Tent's entropy
-    summary = list(csv.DictReader((tmp_path / "summary.csv").open()))[0]
-    assert float(summary["R@1"]) == pytest.approx(res["retrieval"]["R@1"])
+    batches = [r for r in rows if r.get("stream/R@1_step")]
+    assert [int(r["step"]) for r in batches] == [h["batch"] for h in history] == [0, 1, 2]
+    assert [float(r["stream/R@1_step"]) for r in batches] == pytest.approx([h["running_r1"] for h in history])
+    assert [float(r["adapt/loss_step"]) for r in batches] == pytest.approx([h["losses"][-1] for h in history])
+    assert all(r["stream/skewness"] for r in batches)
+    [final] = [r for r in rows if r.get("final/retrieval/R@1")]
+    assert int(final["step"]) == 3 and float(final["final/retrieval/R@1"]) == pytest.approx(res["retrieval"]["R@1"])
 
 
 def test_wandb_offline_run_has_config_history_and_summary(tiny_cache, tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: mode=auto must choose offline
     monkeypatch.setenv("WANDB_SILENT", "true")
     res = run(compose("run", tiny_overrides(tiny_cache, "logger=wandb", "adapter=hatvtr", "shift=gaussian",
-                                            "shift.severity=5")), tmp_path)
+                                            "shift.severity=5", "tags=[nightly]")), tmp_path)
     [file] = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     rec = summarize(file)
     assert rec["run"]["group"] == "synth-v2t-gaussian-s5" and rec["run"]["name"] == "hatvtr-clip4clip-seed42"
+    assert {"hatvtr", "clip4clip", "qs", "nightly"} <= set(rec["run"]["tags"])
     assert rec["config"]["adapter"]["name"] == "hatvtr" and rec["config"]["seed"] == 42
-    batches = [h for h in rec["history"] if "stream/running_r1" in h]
-    assert len(batches) == 3
-    assert batches[-1]["stream/running_r1"] == pytest.approx(res["retrieval"]["R@1"])
-    assert all("stream/running_skewness" in h and "stream/loss" in h for h in batches)
+    assert rec["config"]["provenance"]["precision"] == "32-true"
+    batches = [h for h in rec["history"] if "stream/R@1_step" in h]
+    assert [h["_step"] for h in batches] == [h["trainer/global_step"] for h in batches] == [0, 1, 2]
+    assert batches[-1]["stream/R@1_step"] == pytest.approx(res["retrieval"]["R@1"])
+    assert all("stream/skewness" in h and "adapt/loss_step" in h for h in batches)
+    assert any(k.startswith("adapt/L_") or k == "adapt/gate_factor" for h in batches for k in h)  # loss terms
     assert all(0 <= h["stream/selected_frac"] <= 1 for h in batches if "stream/selected_frac" in h)
     assert rec["summary"]["retrieval/R@1"] == pytest.approx(res["retrieval"]["R@1"])
     assert rec["summary"]["hubness/skewness"] == pytest.approx(res["hubness"]["skewness"])
-    assert any(k.startswith("summary_table") for k in rec["summary"])
+    assert rec["summary"]["provenance/host"] == res["provenance"]["host"]
+    media = {k.split("/")[0]: v for h in rec["history"] for k, v in h.items() if k.endswith("/_type")}
+    assert media == {"summary_table": "table-file", "k_occurrence": "histogram", "sims_head": "image-file"}
+    assert {"stream/R@1_step", "adapt/loss_step"} <= set(rec["metrics"])  # define_metric: summaries and x-axis
+    assert rec["metrics"]["stream/R@1_step"]["step_metric"] == "trainer/global_step"
+    [art] = [a for a in rec["artifacts"] if a["type"] == "run"]
+    assert art["name"] == f"run-{rec['run']['id']}" and {"results.json", "config.yaml"} <= set(art["files"])
     assert rec["exit_code"] == 0
 
 
@@ -243,12 +254,12 @@ def test_severity_tables_long_layout():
                      "seed": seed, "R@1": 40.0})
     df = pd.DataFrame(rows)
     (table,) = severity_tables(df)
-    assert list(table.frame.index) == [("xpool", "source", "low", "gaussian")]  # one-severity shifts left out
+    assert list(table.frame.index) == [("xpool", "source", "low-level", "gaussian")]  # one-severity shifts left out
     assert table.frame.iloc[0].tolist() == [50.5, 30.5, 10.5, 30.5]  # s1 s3 s5 (mean of 2 seeds), then their mean
     md = table.to_markdown()
-    assert "| model | adapter | level | shift | s1 | s3 | s5 | mean |" in md
-    assert "| xpool | source | low | gaussian | 50.5 | 30.5 | 10.5 | 30.5 |" in md
-    assert r"xpool & source & low & gaussian & 50.5 & 30.5 & 10.5 & 30.5" in table.to_latex()
+    assert "| model | adapter | shift level | shift | s1 | s3 | s5 | mean |" in md
+    assert "| xpool | source | low-level | gaussian | 50.5 ± 0.7 (2) | 30.5 ± 0.7 (2) | 10.5 ± 0.7 (2) | 30.5 |" in md
+    assert r"xpool & source & low-level & gaussian & 50.5 $\pm$ 0.7 (2) & 30.5" in table.to_latex()
     wide = paper_tables(df)[0].frame  # shift-major columns: gaussian s1, s3, s5, then motion_blur
     assert [c[1] for c in wide.columns] == ["gaussian s1", "gaussian s3", "gaussian s5", "motion_blur", "Avg"]
 

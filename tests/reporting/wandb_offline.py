@@ -49,12 +49,14 @@ def read_records(path: str | Path) -> list:
 
 
 def summarize(path: str | Path) -> dict:
-    """{"run": {...}, "config": {key: value}, "history": [ {key: value} ], "summary": {key: value}, "exit_code"}."""
-    out = {"run": {}, "config": {}, "history": [], "summary": {}, "exit_code": None}
+    """{"run": {...}, "config": {key: value}, "history": [ {key: value} ], "summary": {key: value}, "exit_code",
+    "metrics": {name: {"step_metric", "summary"}} (define_metric), "artifacts": [{"name", "type", "files"}]}."""
+    out = {"run": {}, "config": {}, "history": [], "summary": {}, "exit_code": None, "metrics": {}, "artifacts": []}
     for rec in read_records(path):
         kind = rec.WhichOneof("record_type")
         if kind == "run":
-            out["run"] = {"project": rec.run.project, "group": rec.run.run_group, "name": rec.run.display_name}
+            out["run"] = {"project": rec.run.project, "group": rec.run.run_group, "name": rec.run.display_name,
+                          "id": rec.run.run_id, "tags": list(rec.run.tags), "job_type": rec.run.job_type}
             for item in rec.run.config.update:
                 out["config"][item.key] = json.loads(item.value_json)
         elif kind == "config":
@@ -68,4 +70,20 @@ def summarize(path: str | Path) -> dict:
         elif kind == "summary":
             for item in rec.summary.update:
                 out["summary"][item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+        elif kind == "metric" and rec.metric.name:
+            summary = [f.name for f, v in rec.metric.summary.ListFields() if v]
+            out["metrics"][rec.metric.name] = {"step_metric": rec.metric.step_metric, "summary": summary}
+        elif kind == "artifact":
+            out["artifacts"].append({"name": rec.artifact.name, "type": rec.artifact.type,
+                                     "files": [c.path for c in rec.artifact.manifest.contents]})
+    return out
+
+
+def history_steps(run_dir: str | Path) -> list[tuple[str, list[int]]]:
+    """(run id, the ``_step`` of its per-batch rows) of each offline attempt under ``run_dir/wandb``, oldest first."""
+    files = sorted(Path(run_dir, "wandb").glob("offline-run-*/run-*.wandb"))
+    out = []
+    for f in files:
+        rec = summarize(f)
+        out.append((rec["run"]["id"], [h["_step"] for h in rec["history"] if "stream/R@1_step" in h]))
     return out

@@ -14,7 +14,7 @@ import torch
 
 from tests.conftest import tiny_overrides
 from tta.data.segments import SegmentBatchSampler
-from tta.results import collapse_check
+from tta.results import collapse_check, read_query_ranks
 from tta.run import run
 from tta.utils.config import compose
 
@@ -140,7 +140,7 @@ from tta.data.cache import FrameCache, limit_side  # noqa: E402
 from tta.data.readers.msrvtt import VideoTextPair, write_jsfusion_test_csv  # noqa: E402
 from tta.data.screen import BadInputError, screen_pairs  # noqa: E402
 from tta.media.video import pixel_format_traits  # noqa: E402
-from tta.metrics import retrieval_metrics  # noqa: E402
+from tta.metrics import gt_ranks, metrics_from_ranks, retrieval_metrics  # noqa: E402
 
 N_GOOD = 14
 LONG_CAPTION = " ".join(["a red square slides slowly across a quiet green field"] * 12)  # ~120 tokens > 77
@@ -353,7 +353,7 @@ def test_small_gallery_partial_batch_and_k(bad_root, official_checkpoints, tmp_p
     assert res["counters"]["updates"] > 0 and all(v == v for v in res["retrieval"].values())
 
 
-def test_non_finite_query_scores_are_excluded(bad_root, official_checkpoints, tmp_path, monkeypatch):  # noqa: F811
+def test_non_finite_query_scores_count_as_misses(bad_root, official_checkpoints, tmp_path, monkeypatch):  # noqa: F811
     from tta.adapters.base import OnlineAdapter
 
     root, _ = bad_root
@@ -368,14 +368,15 @@ def test_non_finite_query_scores_are_excluded(bad_root, official_checkpoints, tm
 
     monkeypatch.setattr(OnlineAdapter, "encode_queries", poisoned)
     res = run(cfg, tmp_path / "nan")
-    assert res["skipped"]["reasons"] == {"nonfinite_scores": 2}
-    assert [(s["video_id"], s["index"]) for s in res["skipped"]["items"]] == [("video2", 2), ("video9", 9)]
+    # a diverged row is the method's failure, not a bad input: it is scored as a miss, never dropped
+    assert res["failed_rows"] == 2 and res["skipped"]["n"] == 0 == clean["skipped"]["n"]
+    ranks = read_query_ranks(tmp_path / "nan" / "query_ranks.npz")
+    assert ranks["failed"].nonzero()[0].tolist() == [2, 9] and ranks["rank"][[2, 9]].tolist() == [N_GOOD, N_GOOD]
     sims = torch.load(tmp_path / "clean" / "sims.pt").float()
-    keep = torch.ones(N_GOOD, dtype=torch.bool)
-    keep[[2, 9]] = False
-    expect = retrieval_metrics(sims[keep], torch.arange(N_GOOD)[keep])
-    assert res["retrieval"]["R@1"] == pytest.approx(expect["R@1"], abs=1e-6)
-    assert clean["skipped"]["n"] == 0
+    expect = gt_ranks(sims, torch.arange(N_GOOD))
+    expect[[2, 9]] = N_GOOD
+    assert res["retrieval"]["R@1"] == pytest.approx(metrics_from_ranks(expect)["R@1"], abs=1e-6)
+    assert res["retrieval"]["R@1"] <= clean["retrieval"]["R@1"]
 
 
 def test_non_finite_gallery_features_are_an_error(bad_root, official_checkpoints, tmp_path, monkeypatch):  # noqa: F811

@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 RESET_POLICIES = ("per_shift", "episodic", "never")
 PREDICT_WITH = ("last_forward", "post_update")
 #: the base's resumable attributes (a method adds its own with the ``state_keys`` class attribute)
-BASE_STATE_KEYS = ("rows", "indices", "history", "counters", "r1", "_segment")
+BASE_STATE_KEYS = ("rows", "raw_rows", "indices", "history", "counters", "r1", "_segment")
 
 
 @dataclass
@@ -149,6 +149,8 @@ class OnlineAdapter(L.LightningModule):
         self.optimizer: torch.optim.Optimizer | None = None
         self._snapshot: dict | None = None
         self.rows: list[torch.Tensor] = []
+        # the scores before refine_scores / posthoc, kept only by refining methods (raw vs refined hubness and ranks)
+        self.raw_rows: list[torch.Tensor] = []
         self.indices: list[torch.Tensor] = []
         self.history: list[BatchRecord] = []
         self.gt: torch.Tensor | None = None
@@ -420,11 +422,13 @@ class OnlineAdapter(L.LightningModule):
         start = time.perf_counter()
         self.record, self.batch_index = record, batch["index"]
         self.on_batch_start(batch, record)
-        sims = self.adapt_batch(batch, record)
+        raw = self.adapt_batch(batch, record).float()
         with torch.no_grad():
-            sims = self.refine_scores(sims.float())
+            sims = self.refine_scores(raw)
             if self.posthoc is not None:
                 sims = self.posthoc(sims)
+        if self.refines:
+            self.raw_rows.append(raw.detach().cpu())
         self.on_batch_end(record)
         self.record = self.batch_index = None
         record.adapt_s = time.perf_counter() - start
@@ -451,11 +455,20 @@ class OnlineAdapter(L.LightningModule):
             picked = self.gallery_class.cpu()[picked]
         return picked == want
 
+    @property
+    def refines(self) -> bool:
+        """Whether scored rows differ from the raw similarities (a :meth:`refine_scores` override or a refiner)."""
+        return type(self).refine_scores is not OnlineAdapter.refine_scores or self.posthoc is not None
+
     def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q, G) scored rows in stream order and the (Q,) query indices they belong to."""
         if not self.rows:
             raise RuntimeError("no batch was scored")
         return torch.cat(self.rows), torch.cat(self.indices)
+
+    def raw_scores(self) -> torch.Tensor | None:
+        """(Q, G) rows before refinement, in stream order; None for a method that does not refine."""
+        return torch.cat(self.raw_rows) if self.raw_rows else None
 
 
 def _declared_state(obj) -> dict | None:

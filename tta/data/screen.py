@@ -31,9 +31,9 @@ non-ASCII / emoji caption kept: the tokenizer's own handling (byte-level BPE for
 A skipped pair leaves the run whole — its query row and its gallery item — so a caption whose video cannot be
 decoded is not a t2v query whose ground truth is missing from the gallery. Skips are listed in ``results.json``
 ``"skipped"`` (``n``, ``reasons``, ``items`` with each pair's row ``index`` in the split as read) and ``num_queries`` is what remains; the metrics are over the
-remaining pairs. ``inputs.on_bad=error`` turns every skip into one error that lists them. Rows whose scores turn
-out non-finite after adaptation are excluded from the metrics by the runner and counted the same way
-(``nonfinite_scores``).
+remaining pairs. ``inputs.on_bad=error`` turns every skip into one error that lists them. A row whose scores turn
+out non-finite after adaptation is not a bad input but a failure of the method: it is scored as a miss
+(``failed_rows``, tta/results.py), never skipped.
 """
 
 from __future__ import annotations
@@ -53,8 +53,7 @@ from tta.utils.progress import progress_iter
 log = logging.getLogger(__name__)
 
 DUPLICATE_POLICIES = ("error", "first", "multi")
-SKIP_REASONS = ("duplicate_video_id", "empty_caption", "missing_video", "undecodable_video", "too_few_frames",
-                "nonfinite_scores")
+SKIP_REASONS = ("duplicate_video_id", "empty_caption", "missing_video", "undecodable_video", "too_few_frames")
 TINY_SIDE = 16
 MAX_LISTED = 200  # items listed per note / in "skipped.items" (the counts are always complete)
 

@@ -74,3 +74,48 @@ def mmi(clean: float, perturbed_scores: Sequence[float]) -> float:
     if clean == 0.0:
         return float("nan")
     return (clean - float(scores.mean())) / clean
+
+
+def aggregate_robustness(clean: float, scores: dict[tuple[str, str, int], float]) -> list[dict]:
+    """Robustness aggregated as Schiappa et al. (Sec. 4.3) do: severity -> type -> group -> overall.
+
+    Args:
+        clean: The clean reference score R^c (percent; RSUM: sum of three).
+        scores: ``{(group, type, severity): R^p}``; a group is a HAT-VTR level (low/mid/high, character/word/
+            sentence) or a category of Schiappa et al. (Noise, ChangeChar, ...).
+
+    Returns:
+        One dict per scope, overall first, then each group, then each type: ``scope`` ("overall", "group",
+        "type"), ``name``, ``score`` (the aggregated perturbed score), ``relative_robustness`` and
+        ``absolute_robustness`` (means at that scope) with ``*_sd`` (the sample sd over the items one level down:
+        severities of a type, types of a group, groups overall; NaN for one item), ``MMI`` = (R^c - score)/R^c
+        of the aggregated score (Qiu et al.) and ``n`` (items aggregated). Each level averages the level below
+        with equal weight, so a type with five severities counts as much as one with a single severity.
+    """
+    if not scores:
+        raise ValueError("no perturbed scores to aggregate")
+    types: dict[tuple[str, str], list[float]] = {}
+    for (group, kind, _), value in sorted(scores.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        types.setdefault((group, kind), []).append(float(value))
+
+    def entry(scope: str, name: str, values: list[float], rel: list[float], ab: list[float]) -> dict:
+        sd = lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan")  # noqa: E731
+        score = float(np.mean(values))
+        return {"scope": scope, "name": name, "clean": float(clean), "score": score,
+                "relative_robustness": float(np.mean(rel)), "relative_robustness_sd": sd(rel),
+                "absolute_robustness": float(np.mean(ab)), "absolute_robustness_sd": sd(ab),
+                "MMI": mmi(clean, [score]), "n": len(values)}
+
+    type_rows = []
+    for (group, kind), values in types.items():
+        rel = [relative_robustness(clean, v) for v in values]
+        type_rows.append((group, entry("type", kind, values, rel, [absolute_robustness(clean, v) for v in values])))
+    group_rows = []
+    for group in dict.fromkeys(g for g, _ in type_rows):
+        members = [r for g, r in type_rows if g == group]
+        group_rows.append(entry("group", group, [r["score"] for r in members],
+                                [r["relative_robustness"] for r in members],
+                                [r["absolute_robustness"] for r in members]))
+    overall = entry("overall", "overall", [r["score"] for r in group_rows], [r["relative_robustness"] for r in group_rows],
+                    [r["absolute_robustness"] for r in group_rows])
+    return [overall, *group_rows, *[r for _, r in type_rows]]

@@ -15,12 +15,24 @@ from pathlib import Path
 
 import pandas as pd
 
+from tta.reporting.compare import QueryRanks
+
 log = logging.getLogger(__name__)
 
 #: the one adapter order of every table: the paper's (HAT-VTR Tables 1-3: source, the entropy baselines, TCR), the
 #: score-refinement methods, HAT-VTR last; adapters not listed follow alphabetically
 ADAPTER_ORDER = ("source", "tent", "read", "sar", "eata", "tcr", "hsm", "qbnorm", "dsl", "hatvtr")
 LEVEL_ORDER = ("clean", "low", "mid", "high", "character", "word", "sentence", "stream")
+#: what makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats
+CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config", "shift", "severity")
+#: the cost columns of a run (results.json "cost"; ms_per_query from time_s)
+COST = ("ms_per_query", "adapt_share", "peak_rss_mb", "peak_gpu_mb")
+
+
+def rsum(metrics: dict) -> float | None:
+    """RSUM = R@1 + R@5 + R@10 (Qiu et al., Sec. 3; one direction here), or None when one of them is missing."""
+    vals = [metrics.get(k) for k in ("R@1", "R@5", "R@10")]
+    return None if any(v is None for v in vals) else float(sum(vals))
 
 
 def shift_level(name: str) -> str:
@@ -38,9 +50,14 @@ def shift_level(name: str) -> str:
 def shift_label(shift: str, severity) -> str:
     """How a shift is named in tables and figures: "clean" has no severity (a clean run swept together with
     ``shift.severity=5`` is still clean), nor has a shift recorded at severity 0 (streams, mixtures)."""
-    if shift == "clean" or not severity:
+    if shift == "clean" or not severity or pd.isna(severity):
         return shift
     return f"{shift} s{int(severity)}"
+
+
+def level_label(level: str) -> str:
+    """The header of a shift-level group: HAT-VTR's "low-level" (etc.) shift types, not a severity."""
+    return level if level in ("clean", "stream", "mean", "other", "") else f"{level}-level"
 
 
 def _ranks(df: pd.DataFrame) -> pd.DataFrame:
@@ -70,7 +87,7 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
             log.warning("skipping unreadable %s", file)
             continue
         row = {k: res.get(k) for k in ("data", "task", "scenario", "model", "adapter", "posthoc", "shift",
-                                       "severity", "seed", "train_data", "num_queries")}
+                                       "severity", "seed", "shift_seed", "train_data", "num_queries")}
         row["scenario"] = row["scenario"] or "qs"
         if row["shift"] == "clean":  # the severity of a clean run is meaningless (a sweep may still set one)
             row["severity"] = 0
@@ -80,18 +97,72 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
             row["data"] = f"{row['data']} (multi-caption)"
         row["level"] = shift_level(res["shift"])
         row.update(res["retrieval"])
+        row["RSUM"] = rsum(res["retrieval"])
         row.update({k: v for k, v in res["hubness"].items() if k != "k"})
-        row["ms_per_query"] = res["time_s"]["per_query_ms"]
+        if res.get("retrieval_raw"):  # refining methods: the metrics before score refinement
+            row.update({f"{k} raw": v for k, v in res["retrieval_raw"].items()})
+        cost = res.get("cost") or {}
+        row["ms_per_query"] = cost.get("ms_per_query", res["time_s"]["per_query_ms"])
+        row.update({k: cost.get(k) for k in COST[1:]})
+        row["failed_rows"] = int(res.get("failed_rows") or 0)
+        row["queries"] = QueryRanks.load(file.parent)
         row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
         row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
         row["dir"] = str(file.parent)
+        row.update(provenance_columns(res.get("provenance") or {}))
         rows.append(row)
     for err in sorted(root.rglob("error.txt")):
         if not (err.parent / "results.json").exists():
             failures.append({"dir": str(err.parent), "error": err.read_text().strip().splitlines()[-1:]})
     if not rows:
         raise ValueError(f"no results.json under {root}: no run finished there (failed jobs: {len(failures)})")
-    return _ranks(pd.DataFrame(rows)), failures
+    return _finish(pd.DataFrame(rows)), failures
+
+
+def _finish(df: pd.DataFrame) -> pd.DataFrame:
+    return _ranks(complete_columns(df))
+
+
+def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The run frame with every column the tables read (older results, rows and hand-made frames lack some):
+    config = adapter, one_to_one protocol, no per-query ranks, no failed rows, unknown cost."""
+    df = df.copy()
+    defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
+                "queries": None, "RSUM": None, **dict.fromkeys(COST)}
+    for col, value in defaults.items():
+        if col not in df:
+            df[col] = value
+    if all(k in df for k in ("R@1", "R@5", "R@10")):
+        df["RSUM"] = df["RSUM"].where(df["RSUM"].notna(), df["R@1"] + df["R@5"] + df["R@10"])
+    df["config"] = df["config"].where(df["config"].notna(), df["adapter"])
+    df["shift_seed"] = df["shift_seed"].where(df["shift_seed"].notna(), df["seed"])
+    df["failed_rows"] = df["failed_rows"].fillna(0).astype(int)
+    df["queries"] = df["queries"].astype(object).where(df["queries"].notna(), None)
+    return df
+
+
+def provenance_columns(prov: dict) -> dict:
+    """The columns a report prints per table from results.json ``provenance`` (None where not recorded)."""
+    git = prov.get("git") or {}
+    return {"commit": git.get("commit"), "dirty": git.get("dirty"), "device": (prov.get("device") or {}).get("name"),
+            "started": prov.get("started"), "finished": prov.get("finished")}
+
+
+def provenance_summary(part: pd.DataFrame) -> str:
+    """One line on where a table's runs come from: code commit(s) and dirty checkouts, device(s), date range."""
+    if "commit" not in part or part["commit"].isna().all():
+        return "provenance: not recorded in these runs' results.json"
+    commits = sorted({str(c)[:10] for c in part["commit"].dropna()})
+    dirty = int(part["dirty"].fillna(False).astype(bool).sum())
+    devices = sorted({str(d) for d in part["device"].dropna()})
+    times = sorted([t for t in part["started"].dropna()] + [t for t in part["finished"].dropna()])
+    span = f"{times[0][:16].replace('T', ' ')} to {times[-1][:16].replace('T', ' ')} UTC" if times else "unknown dates"
+    code = f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}"
+    code += f" (dirty checkout in {dirty} of {len(part)} runs)" if dirty else " (clean)"
+    missing = int(part["commit"].isna().sum())
+    if missing:
+        code += f", {missing} run(s) without a git revision"
+    return f"provenance: {code}; device {', '.join(devices) or 'unknown'}; {span}"
 
 
 def _overrides(row: dict) -> dict[str, str]:
@@ -103,13 +174,19 @@ def _overrides(row: dict) -> dict[str, str]:
     return dict(o.split("=", 1) for o in overrides if "=" in o)
 
 
+def _int_or_none(v):
+    return None if v is None else int(v)
+
+
 def load_rows(files, segments: bool = False) -> pd.DataFrame:
     """The rows of committed row files (JSON lines), in file order, as :func:`load_sweep`'s frame.
 
     A row holds "config" (its label: the adapter, or a variant such as "hatvtr lr 3e-5"), model, task, shift,
     severity, scenario, data, train_data, R@1, R@5, skewness, neg_share (share of negative scores), ms_per_query,
-    counters and "key" (the label and the Hydra overrides it was run with; adapter, seed and posthoc are read from
-    them: seed 42 when not overridden, the default). A stream row (scenario=continual) is named "stream"; with
+    counters and "key" (the label and the Hydra overrides it was run with; adapter, seed, shift_seed and posthoc are
+    read from them: seed 42 when not overridden, the default). Rows exported by :func:`export_rows` also hold
+    R@10, failed_rows, the ``cost`` fields and ``per_query`` (the compact per-query ranks, docs/outputs.md);
+    older rows without them render as single runs without intervals. A stream row (scenario=continual) is named "stream"; with
     ``segments`` it is replaced by one row per shift of the stream (its "segments"). A later row of the same cell
     (configuration, model, task, scenario, data, seed, shift, severity) replaces an earlier one: a re-run row
     updates it.
@@ -123,10 +200,15 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
             over = _overrides(r)
             base = {"data": r.get("data", "synth"), "task": r["task"], "scenario": r.get("scenario") or "qs",
                     "model": r["model"], "config": r["config"], "adapter": over.get("adapter", r["config"].split()[0]),
-                    "posthoc": over.get("posthoc", "none"), "seed": int(over.get("seed", 42)),
+                    "posthoc": over.get("posthoc", "none"), "seed": int(r.get("seed", over.get("seed", 42))),
+                    "shift_seed": _int_or_none(r.get("shift_seed", over.get("shift_seed"))),
                     "train_data": r.get("train_data"), "num_queries": r.get("num_queries"), "protocol": "one_to_one",
                     "ms_per_query": r.get("ms_per_query"), "neg_share": r.get("neg_share"),
-                    "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}"}
+                    "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
+                    "failed_rows": int(r.get("failed_rows") or 0),
+                    **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
+            if r["config"].endswith(f" seed {base['seed']}"):  # a seed in the label: a repeat of the same cell
+                base["config"] = r["config"][: -len(f" seed {base['seed']}")]
             parts = [(r["shift"], r["severity"], r)]
             if base["scenario"] == "continual":
                 parts = [("stream", 0, r)]
@@ -136,13 +218,44 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
             for shift, severity, metrics in parts:
                 row = {**base, "shift": shift, "severity": 0 if shift == "clean" else int(severity),
                        "level": shift_level(shift), "R@1": metrics["R@1"], "R@5": metrics.get("R@5"),
-                       "skewness": metrics.get("skewness")}
+                       "R@10": metrics.get("R@10"), "RSUM": rsum(metrics), "skewness": metrics.get("skewness"),
+                       "queries": QueryRanks.decode(metrics["per_query"]) if metrics.get("per_query") else None}
                 ident = [row[k] for k in ("config", "model", "task", "scenario", "data", "train_data", "seed", "shift",
                                           "severity")]
                 out[json.dumps(ident)] = row  # a dict keeps the first position, with the later value
     if not out:
         raise ValueError(f"no rows in {', '.join(map(str, files))}")
-    return _ranks(pd.DataFrame(list(out.values())))
+    return _finish(pd.DataFrame(list(out.values())))
+
+
+def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) -> Path:
+    """Write the runs of a sweep frame as a row file (one JSON object per line) that :func:`load_rows` reads back
+    to the same tables, per-query ranks included (``per_query``, docs/outputs.md)."""
+    lines = []
+    for _, r in df.iterrows():
+        over = [f"model={r['model']}", f"task={r['task']}", f"shift={r['shift']}", f"adapter={r['adapter']}",
+                f"seed={int(r['seed'])}", f"shift.severity={int(r['severity'])}"]
+        if r.get("posthoc") not in (None, "none"):
+            over.append(f"posthoc={r['posthoc']}")
+        if pd.notna(r.get("shift_seed")) and r["shift_seed"] != r["seed"]:
+            over.append(f"shift_seed={int(r['shift_seed'])}")
+        config = label or r["config"]
+        row = {"key": json.dumps([config, over]), "config": config, "model": r["model"], "task": r["task"],
+               "shift": r["shift"], "severity": int(r["severity"]), "scenario": r["scenario"], "data": r["data"],
+               "train_data": r.get("train_data"), "seed": int(r["seed"]),
+               "shift_seed": None if pd.isna(r.get("shift_seed")) else int(r["shift_seed"]),
+               "num_queries": None if pd.isna(r.get("num_queries")) else int(r["num_queries"]),
+               **{k: (None if pd.isna(r.get(k)) else float(r[k])) for k in ("R@1", "R@5", "R@10", "skewness")},
+               "ms_per_query": None if pd.isna(r.get("ms_per_query")) else float(r["ms_per_query"]),
+               "failed_rows": int(r.get("failed_rows") or 0),
+               "cost": {k: (None if pd.isna(r.get(k)) else float(r[k])) for k in COST[1:]}}
+        if isinstance(r.get("queries"), QueryRanks):
+            row["per_query"] = r["queries"].encode()
+        lines.append(json.dumps(row))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def load_runs(sources, segments: bool = False) -> tuple[pd.DataFrame, list[dict]]:

@@ -19,7 +19,8 @@ from pathlib import Path
 import yaml
 
 from tta.reporting.collect import load_runs
-from tta.reporting.tables import Table, list_table, pivot_tables
+from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES
+from tta.reporting.tables import Table, compare_cells, list_table, pivot_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
@@ -27,8 +28,12 @@ EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
 
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
                   model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
-                  segments: bool = False, sort: bool = False, title: str | None = None) -> list[Table]:
-    """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`)."""
+                  segments: bool = False, sort: bool = False, title: str | None = None, resamples: int = RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> list[Table]:
+    """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`).
+
+    Pivot cells are marked against source (and bold) from the paired intervals of the per-query ranks, computed
+    the same way from row files as from sweep directories; runs without them are shown unmarked."""
     df, _ = load_runs(sources, segments=segments)
     if model:
         df = df[df["model"].isin(model)]
@@ -37,7 +42,11 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
     if layout == "list":
         return [list_table(df, sort=sort, title=title or "runs")]
     second = None if second in (None, "none") else second
-    tables = pivot_tables(df, metric, second=second, bold=bold, mean=mean, per_model=per_model)
+    comparisons = {}
+    if metric in PAIRED_METRICS and (df["config"] == "source").any():
+        comparisons, _ = compare_cells(df, "source", metric, resamples, seed)
+    tables = pivot_tables(df, metric, second=second, bold=bold, mean=mean, per_model=per_model,
+                          comparisons=comparisons, resamples=resamples, seed=seed)
     if title:
         for t in tables:
             t.title = f"{title}: {t.title}"
@@ -88,21 +97,26 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
             raise FileNotFoundError(f"page {name}: no experiment config {EXPERIMENTS / e}.yaml")
     reproduce = [f"`python -m tta.run -m experiment={e}` then `python -m tta.report outputs/experiments/{e}`"
                  for e in experiments] + [f"`{c}`" for c in spec.get("reproduce", [])]
-    tables, seeds = [], set()
+    tables, seeds, intervals = [], set(), False
     for t in spec["tables"]:
         opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
         sources = [rows_dir / f for f in t["rows"]]
         rel = [f"docs/results/rows/{f}" for f in t["rows"]]
         rendered = render_tables(sources, **opts)
         seeds |= {s for r in rendered for s in r.seed_values}
+        intervals |= any(r.marks is not None for r in rendered) and all(
+            "no per-query ranks" not in " ".join(r.notes) for r in rendered)
         body = "\n\n".join(r.to_markdown() for r in rendered)
         tables.append((t.get("note"), table_command(rel, **opts), body))
+    how = ("▲/▼ mark cells whose paired 95 % bootstrap interval against source excludes zero (how: "
+           "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
+           "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
     if seeds == {42}:
         seed_line = ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
-                     "seeds move them is in [seeds.md](seeds.md). Multi-seed tables with intervals come later.")
+                     f"seeds move them is in [seeds.md](seeds.md). {how}")
     else:
-        seed_line = (f"Seeds: {', '.join(map(str, sorted(seeds)))}; each column is one seed unless its title says "
-                     f"\"mean of N seeds\". Multi-seed tables with intervals come later.")
+        seed_line = (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n). "
+                     f"{how}")
     lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", seed_line, "",
              "| | |", "|---|---|",
              f"| rendered by | `python -m tta.report --pages {spec_path} --page {name}` |",

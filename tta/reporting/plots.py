@@ -114,3 +114,36 @@ def severity_curves(df: pd.DataFrame, out: Path, title: str, metric: str = "R@1"
     fig.savefig(out, dpi=90)
     plt.close(fig)
     return out
+
+
+def gain_cost_plot(points: pd.DataFrame, out: Path, title: str, metric: str = "R@1",
+                   against: str = "source") -> Path | None:
+    """One point per (backbone, adapter): x = its ms/query over ``against``'s, y = the paired ``metric`` gain over
+    ``against`` (mean over the cells) with its 95 % interval as an error bar. ``points`` has columns model, config,
+    cost_ratio, gain, low, high."""
+    points = points.dropna(subset=["cost_ratio", "gain"])
+    if points.empty:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    for model, part in points.groupby("model"):
+        err = [part["gain"] - part["low"], part["high"] - part["gain"]]
+        ax.errorbar(part["cost_ratio"], part["gain"], yerr=err, fmt="o", capsize=3, label=model)
+        for _, r in part.iterrows():
+            ax.annotate(r["config"], (r["cost_ratio"], r["gain"]), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.axvline(1, color="grey", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    ax.set_xlabel(f"ms/query relative to {against} (log)", fontsize=8)
+    ax.set_ylabel(f"{metric} gain over {against} (95 % interval)", fontsize=8)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out

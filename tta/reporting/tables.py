@@ -14,7 +14,9 @@ files alike):
 * :func:`list_table`: one line per run (configuration, model, task, shift, R@1, R@5, skewness, % sims < 0,
   ms/query).
 
-Values are means over seeds; every title says how many seeds (and which, when there is one).
+Runs that differ only in seed (and shift_seed) are one cell: values are means over seeds, shown with their sd and
+n when a cell has several; every title says how many seeds (and which, when there is one). Cells whose paired
+bootstrap interval against source excludes zero are marked (:mod:`tta.reporting.compare`), and only those.
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tta.metrics.robustness import absolute_robustness, mmi, relative_robustness
-from tta.reporting.collect import shift_label
+from tta.metrics.robustness import aggregate_robustness
+from tta.reporting.collect import ADAPTER_ORDER, CELL, complete_columns, level_label, shift_label, shift_level
+from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, Comparison, QueryRanks, compare
 
 KEYS = ("data", "task", "scenario")
 #: the level-row label of a column without a level of its own (``Avg``: the mean over the shifted columns)
 MEAN_GROUP = "mean"
 SECOND_DIGITS = {"skewness": 2, "R@5": 1, "R@10": 1}
+
+
+MARKS = {"better": " ▲", "worse": " ▼"}
 
 
 @dataclass
@@ -38,8 +44,11 @@ class Table:
 
     ``frame`` has named row index levels and (group, label) columns; the group (a shift level, or the backbone of a
     pivot) is printed as a second header row, named in ``group_name``. ``second`` (same shape) is printed after the
-    value as "value / second". ``bold="group"`` marks the highest value of each row within each column group.
-    ``digits`` gives the decimals per column label (default ``default_digits``).
+    value as "value / second". ``sd`` and ``n`` (same shape) are the spread and number of seeds of a cell (printed
+    "mean ± sd (n)" when a cell has several); ``marks`` (same shape) holds "better"/"worse" where the paired 95 %
+    interval against ``against`` excludes zero (▲/▼); ``bold`` (same shape, bools) marks a best cell of its row
+    that is better than the runner-up by the same rule. ``digits`` gives the decimals per column label (default
+    ``default_digits``); ``notes`` are printed under the table (failed rows, missing per-query data).
     """
 
     title: str
@@ -49,45 +58,63 @@ class Table:
     seed_values: tuple = ()
     second: pd.DataFrame | None = None
     second_metric: str | None = None
-    bold: str | None = None
-    group_name: str = "level"
+    bold: pd.DataFrame | None = None
+    group_name: str = "shift level"
     digits: dict = field(default_factory=dict)
     default_digits: int = 1
+    sd: pd.DataFrame | None = None
+    n: pd.DataFrame | None = None
+    marks: pd.DataFrame | None = None
+    against: str | None = None
+    notes: list = field(default_factory=list)
+    about: str | None = None  # replaces the metric/seeds part of the caption (tables of differences, counts)
 
     @property
     def row_names(self) -> list[str]:
         return [str(n) for n in self.frame.index.names]
 
+    def _show_n(self) -> bool:
+        return self.n is not None and bool((self.n.fillna(0) > 1).any().any())
+
     def caption(self) -> str:
+        if self.about:
+            return f"**{self.title}** ({self.about})"
         what = self.metric + (f" / {self.second_metric}" if self.second_metric else "")
         if self.seeds == 1 and len(self.seed_values) == 1:
-            seeds = f"single seed ({self.seed_values[0]})"
+            seeds = f"single seed ({self.seed_values[0]}): no sd, n = 1"
         elif self.seeds == 1:  # each cell is one run; the columns differ in seed
             seeds = f"one seed per cell: {', '.join(map(str, self.seed_values))}"
         else:
-            seeds = f"mean of {self.seeds} seed(s)"
-        return f"**{self.title}** ({what}, {seeds})"
+            seeds = f"cells: mean ± sd (n seeds), up to {self.seeds} seeds"
+        text = f"**{self.title}** ({what}, {seeds})"
+        if self.marks is not None and self.against:
+            text += (f"; ▲/▼: the paired 95 % bootstrap interval of the difference to {self.against} lies above/below "
+                     f"0 (unmarked: the interval spans 0, or no per-query data)")
+        if self.bold is not None:
+            text += "; bold: best of its row per backbone, with an interval against the runner-up above 0"
+        return text
 
-    def cells(self, digits: int | None = None) -> list[list[str]]:
-        """The formatted cells, row by row (bold marks and the second value included)."""
-        cols = list(self.frame.columns)
-        best: dict = {}
-        if self.bold == "group":
-            for i, (_, row) in enumerate(self.frame.iterrows()):
-                for g in dict.fromkeys(c[0] for c in cols):
-                    vals = [round(v, self._digits(c, digits)) for c, v in row.items() if c[0] == g and pd.notna(v)]
-                    best[(i, g)] = max(vals) if vals else None
+    def cells(self, digits: int | None = None, marks: bool = True) -> list[list[str]]:
+        """The formatted cells, row by row (spread, seeds, marks, bold and the second value included)."""
+        show_n = self._show_n()
         out = []
         for i, (_, row) in enumerate(self.frame.iterrows()):
             line = []
-            for c, v in row.items():
+            for j, (c, v) in enumerate(row.items()):
                 if pd.isna(v):
                     line.append("")
                     continue
                 d = self._digits(c, digits)
                 s = f"{v:.{d}f}"
-                if self.bold == "group" and best.get((i, c[0])) == round(v, d):
+                n = self.n.iat[i, j] if self.n is not None else None
+                if n is not None and pd.notna(n) and n > 1 and self.sd is not None and pd.notna(self.sd.iat[i, j]):
+                    s += f" ± {self.sd.iat[i, j]:.{d}f}"
+                if show_n and n is not None and pd.notna(n):
+                    s += f" ({int(n)})"
+                if self.bold is not None and bool(self.bold.iat[i, j]):
                     s = f"**{s}**"
+                if marks and self.marks is not None and isinstance(self.marks.iat[i, j], str):
+                    s += MARKS.get(self.marks.iat[i, j], "")
                 if self.second is not None:
                     w = self.second.iloc[i][c]
                     if pd.notna(w):
@@ -113,16 +140,26 @@ class Table:
                  "|" + "---|" * (len(cols) + len(names))]
         groups = self._groups_row()
         if groups is not None:  # Markdown has no column spans: the group is repeated over each of its columns
-            head = [""] * (len(names) - 1) + [f"*{self.group_name}*"]
+            head = [""] * (len(names) - 1) + [f"*{self.group_name}*" if self.group_name else ""]
             lines.append("| " + " | ".join(head + [f"*{g}*" for g in groups]) + " |")
         for idx, vals in zip(self.frame.index, self.cells(digits), strict=True):
             idx = idx if isinstance(idx, tuple) else (idx,)
             lines.append("| " + " | ".join([str(i) for i in idx] + vals) + " |")
+        lines += [""] + [f"- {n}" for n in self.notes] if self.notes else []
         return "\n".join(lines)
 
     def to_csv(self) -> str:
-        flat = self.frame.copy()
-        flat.columns = [f"{g or MEAN_GROUP}/{label}" for g, label in flat.columns]
+        """One column per value, and beside it its sd, n and mark (vs. ``against``) where the table has them."""
+        flat = pd.DataFrame(index=self.frame.index)
+        for j, (g, label) in enumerate(self.frame.columns):
+            name = f"{g or MEAN_GROUP}/{label}" if g or self._groups_row() else label
+            flat[name] = self.frame.iloc[:, j]
+            if self.sd is not None:
+                flat[f"{name} sd"] = self.sd.iloc[:, j]
+            if self.n is not None:
+                flat[f"{name} n"] = self.n.iloc[:, j]
+            if self.marks is not None:
+                flat[f"{name} vs {self.against}"] = self.marks.iloc[:, j].fillna("")
         return flat.to_csv(float_format="%.4f")
 
     def to_latex(self, digits: int | None = None) -> str:
@@ -135,6 +172,8 @@ class Table:
             else:
                 groups.append((g, 1))
         esc = lambda s: str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
+        tex = lambda s: (esc(s).replace(" ± ", r" $\pm$ ").replace(" ▲", r" $\uparrow$")  # noqa: E731
+                         .replace(" ▼", r" $\downarrow$"))
         names = self.row_names
         lines = [r"\begin{tabular}{" + "l" * len(names) + "c" * len(cols) + "}", r"\toprule",
                  "& " * len(names) + " & ".join(rf"\multicolumn{{{n}}}{{c}}{{{esc(g)}}}" for g, n in groups)
@@ -143,10 +182,10 @@ class Table:
                  r"\midrule"]
         for idx, vals in zip(self.frame.index, self.cells(digits), strict=True):
             idx = idx if isinstance(idx, tuple) else (idx,)
-            vals = [(v.replace("**", "") or "--") if "**" not in v else r"\textbf{" + v.replace("**", "") + "}"
-                    for v in vals]
-            lines.append(" & ".join(esc(i) for i in idx) + " & " + " & ".join(esc(v) for v in vals) + r" \\")
+            vals = [(tex(v) or "--") if "**" not in v else r"\textbf{" + tex(v.replace("**", "")) + "}" for v in vals]
+            lines.append(" & ".join(esc(i) for i in idx) + " & " + " & ".join(vals) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}"]
+        lines += [f"% {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -163,63 +202,170 @@ def _title(key: tuple, part: pd.DataFrame) -> str:
     return f"{data} {task} ({scenario}{trained})"
 
 
-def paper_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
-    """One :class:`Table` per (data, task, scenario) of the sweep."""
+def _cell_key(row) -> tuple:
+    return tuple(None if pd.isna(row[c]) else row[c] for c in CELL)
+
+
+def seed_groups(df: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
+    """One row per cell (:data:`~tta.reporting.collect.CELL`: runs differing only in seed and shift_seed):
+    ``mean``, ``sd`` (over seeds, ddof 1; NaN for one run) and ``n`` of ``metric``, and the seeds."""
+    rows = []
+    for key, part in df.groupby(list(CELL), dropna=False, sort=False):
+        vals = part[metric].astype(float)
+        rows.append({**dict(zip(CELL, key, strict=True)), "mean": vals.mean(), "sd": vals.std(ddof=1),
+                     "n": int(vals.notna().sum()), "seeds": tuple(sorted(part["seed"].tolist()))})
+    return pd.DataFrame(rows)
+
+
+def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1", resamples: int = RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> tuple[dict, dict]:
+    """Every configuration against ``against`` (a configuration name, e.g. source) in each cell both have.
+
+    Returns ({cell key: Comparison}, {cell key: why not}) where a cell key is the values of
+    :data:`~tta.reporting.collect.CELL` of the compared configuration; a cell is left out (with its reason) when a
+    run of either arm has no per-query ranks."""
+    df = complete_columns(df)
+    if metric not in PAIRED_METRICS:
+        raise ValueError(f"paired comparisons take {', '.join(PAIRED_METRICS)}, not {metric}")
+    if not (df["config"] == against).any():
+        raise ValueError(f"no runs of {against!r} to compare against; configurations: "
+                         f"{', '.join(sorted(df['config'].unique()))}")
+    out, missing = {}, {}
+    ident = [c for c in CELL if c != "config"]
+    for _, part in df.groupby(ident, dropna=False, sort=False):
+        ref = part[part["config"] == against]
+        if ref.empty:
+            continue
+        for _, arm in part[part["config"] != against].groupby("config", sort=False):
+            key = _cell_key(arm.iloc[0])
+            runs_a, runs_b = list(arm["queries"]), list(ref["queries"])
+            if any(not isinstance(q, QueryRanks) for q in runs_a + runs_b):
+                missing[key] = "no per-query ranks"
+                continue
+            out[key] = compare(runs_a, runs_b, metric, resamples, seed)
+    return out, missing
+
+
+def _failed_notes(part: pd.DataFrame) -> list[str]:
+    """One footnote per (model, configuration) with failed rows (the method diverged on them)."""
+    notes = []
+    for (model, config), g in part[part["failed_rows"] > 0].groupby(["model", "config"], sort=False):
+        cells = ", ".join(dict.fromkeys(shift_label(s, v) for s, v in zip(g["shift"], g["severity"], strict=True)))
+        notes.append(f"{model} {config}: {int(g['failed_rows'].sum())} failed row(s) in {len(g)} run(s) ({cells}): "
+                     f"non-finite scores, scored as misses")
+    return notes
+
+
+COST_COLUMNS = (("ms_per_query", "ms/query", 1, 1.0), ("adapt_share", "adapt %", 0, 100.0),
+                ("peak_rss_mb", "peak MB", 0, 1.0), ("peak_gpu_mb", "GPU MB", 0, 1.0))
+
+
+def _add_cost(wide: pd.DataFrame, part: pd.DataFrame, row_keys: list[str], index) -> dict:
+    """Cost columns (mean over the runs of a row) and the failed-row count, beside the scores; returns digits."""
+    digits = {}
+    for col, label, d, scale in COST_COLUMNS:
+        vals = part[col].astype(float) * scale
+        if vals.notna().any():
+            wide[("cost", label)] = [vals[(part[row_keys] == pd.Series(i, index=row_keys)).all(axis=1)].mean()
+                                     for i in index]
+            digits[label] = d
+    if (part["failed_rows"] > 0).any():
+        wide[("cost", "failed rows")] = [float(part.loc[(part[row_keys] == pd.Series(i, index=row_keys)).all(axis=1),
+                                                        "failed_rows"].sum()) for i in index]
+        digits["failed rows"] = 0
+    return digits
+
+
+def paper_tables(df: pd.DataFrame, metric: str = "R@1", comparisons: dict | None = None,
+                 against: str | None = "source") -> list[Table]:
+    """One :class:`Table` per (data, task, scenario) of the sweep: rows (model, configuration), columns the shifts
+    grouped by shift level, ``Avg`` over the shifted columns, then the cost (ms/query, adaptation share, peak
+    memory, failed rows). Cells are mean ± sd over seeds with n; ``comparisons`` (of :func:`compare_cells` against
+    ``against``) mark the cells whose paired interval excludes zero."""
+    df = complete_columns(df)
     tables = []
+    comparisons = comparisons or {}
     for key, part in df.groupby(list(KEYS), sort=True):
         sev_count = part.groupby("shift")["severity"].nunique()
         part = part.assign(column=[shift_label(s, v) if sev_count[s] > 1 else shift_label(s, 0)
-                                   for s, v in zip(part["shift"], part["severity"], strict=True)])
-        mean = part.groupby(["model", "adapter_rank", "adapter", "level_rank", "level", "shift", "column", "severity"],
-                            sort=True)[metric].mean().reset_index()
-        seeds, seed_values = _seeds(part, ["model", "adapter", "column"])
-        wide = mean.pivot_table(index=["model", "adapter_rank", "adapter"],
-                                columns=["level_rank", "level", "shift", "severity", "column"], values=metric)
-        wide = wide.sort_index(axis=0).sort_index(axis=1)  # shift-major: gaussian s1..s5, then the next shift
-        wide.columns = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, _, col in wide.columns])
-        wide.index = pd.MultiIndex.from_tuples([(m, a) for m, _, a in wide.index], names=["model", "adapter"])
-        shifted = [c for c in wide.columns if c[0] != "clean"]
+                                   for s, v in zip(part["shift"], part["severity"], strict=True)],
+                           level_name=[level_label(lv) for lv in part["level"]])
+        rows_idx = ["model", "adapter_rank", "config"]
+        cols_idx = ["level_rank", "level_name", "shift", "severity", "column"]
+        stats = part.groupby(rows_idx + cols_idx, sort=True)[metric].agg(["mean", "std", "count"])
+        mean = stats["mean"].unstack(cols_idx).sort_index(axis=0).sort_index(axis=1)
+        sd = stats["std"].unstack(cols_idx).reindex_like(mean)
+        n = stats["count"].unstack(cols_idx).reindex_like(mean)
+        marks = pd.DataFrame(None, index=mean.index, columns=mean.columns, dtype=object)
+        for (model, _, config) in mean.index:
+            for col in mean.columns:
+                hit = [c for k, c in comparisons.items() if k[:3] == key and k[5] == model and k[6] == config
+                       and k[7] == col[2] and k[8] == col[3]]
+                if len(hit) == 1 and hit[0].mark != "tie":
+                    marks.loc[(model, _, config), col] = hit[0].mark
+        seeds, seed_values = _seeds(part, ["model", "config", "column"])
+        cols = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, _, col in mean.columns])
+        index = pd.MultiIndex.from_tuples([(m, c) for m, _, c in mean.index], names=["model", "adapter"])
+        for frame in (mean, sd, n, marks):
+            frame.columns, frame.index = cols, index
+        shifted = [c for c in mean.columns if c[0] != "clean"]
         if shifted:
-            wide[("", "Avg")] = wide[shifted].mean(axis=1)
-        tables.append(Table(_title(key, part), wide, metric, seeds, seed_values))
+            mean[("", "Avg")] = mean[shifted].mean(axis=1)
+        digits = _add_cost(mean, part, ["model", "config"], list(index))
+        sd, n, marks = (f.reindex(columns=mean.columns) for f in (sd, n, marks))
+        tables.append(Table(_title(key, part), mean, metric, seeds, seed_values, sd=sd, n=n, marks=marks,
+                            against=against if comparisons else None, digits=digits, notes=_failed_notes(part)))
     return tables
 
 
 def severity_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
     """The long layout for sweeps over severities: per (data, task, scenario), rows = (model, adapter, shift) with
     the shift's level, columns = severities and the mean over them. Shifts at one severity only are left out."""
+    df = complete_columns(df)
     tables = []
     for key, part in df.groupby(list(KEYS), sort=True):
         several = part.groupby("shift")["severity"].nunique()
         part = part[part["shift"].map(several) > 1]
         if part.empty:
             continue
-        seeds, seed_values = _seeds(part, ["model", "adapter", "shift", "severity"])
-        long = part.pivot_table(index=["model", "adapter_rank", "adapter", "level_rank", "level", "shift"],
-                                columns="severity", values=metric, aggfunc="mean").sort_index()
-        long.columns = pd.MultiIndex.from_tuples([("severity", f"s{c}") for c in long.columns])
+        seeds, seed_values = _seeds(part, ["model", "config", "shift", "severity"])
+        index = ["model", "adapter_rank", "config", "level_rank", "level", "shift"]
+        stats = part.groupby(index + ["severity"])[metric].agg(["mean", "std", "count"])
+        long = stats["mean"].unstack("severity").sort_index()
+        sd = stats["std"].unstack("severity").reindex_like(long)
+        n = stats["count"].unstack("severity").reindex_like(long)
+        cols = pd.MultiIndex.from_tuples([("severity", f"s{c}") for c in long.columns])
+        rows = pd.MultiIndex.from_tuples([(m, a, level_label(lv), sh) for m, _, a, _, lv, sh in long.index],
+                                         names=["model", "adapter", "shift level", "shift"])
+        for frame in (long, sd, n):
+            frame.columns, frame.index = cols, rows
         long[("", "mean")] = long.mean(axis=1)
-        long.index = pd.MultiIndex.from_tuples([(m, a, lv, sh) for m, _, a, _, lv, sh in long.index],
-                                               names=["model", "adapter", "level", "shift"])
-        tables.append(Table(f"{_title(key, part)} by severity", long, metric, seeds, seed_values))
+        sd, n = sd.reindex(columns=long.columns), n.reindex(columns=long.columns)
+        tables.append(Table(f"{_title(key, part)} by severity", long, metric, seeds, seed_values, sd=sd, n=n,
+                            group_name=""))
     return tables
 
 
 def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "skewness", bold: bool = False,
-                 mean: bool = False, per_model: bool = False) -> list[Table]:
+                 mean: bool = False, per_model: bool = False, comparisons: dict | None = None,
+                 resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> list[Table]:
     """Shifts as rows, (model, configuration) as columns: one table per (scenario, data, trained-on data), and per
     backbone with ``per_model``.
 
     Rows are (task, shift) with the shift's severity, clean first, then by shift level and first appearance (file
     order for row files: the order the rows were run in). Columns: backbones in name order, configurations in
     :data:`~tta.reporting.collect.ADAPTER_ORDER` (variants of one adapter, e.g. "hatvtr lr 3e-5", by label).
-    ``second`` adds a second value per cell (skewness or R@5; None = ``metric`` alone). ``bold`` marks the best
-    ``metric`` of each row per backbone; ``mean`` adds a row with the mean over the shifted rows (not ``clean``)
-    for the columns that have every one of them. A repeated cell (same run twice) shows the mean of its rows.
+    ``second`` adds a second value per cell (skewness or R@5; None = ``metric`` alone). Cells are means over seeds
+    (± sd and n when a cell has several). ``comparisons`` (:func:`compare_cells` against source) mark cells whose
+    paired interval excludes zero. ``bold`` marks the best ``metric`` of each row per backbone only when its paired
+    interval against the runner-up lies above zero (runs without per-query ranks are never bold); ``mean`` adds a
+    row with the mean over the shifted rows (not ``clean``) for the columns that have every one of them.
     """
+    df = complete_columns(df)
     df = df.assign(row_label=[shift_label(s, v) for s, v in zip(df["shift"], df["severity"], strict=True)],
                    first_seen=range(len(df)))
     df = df.sort_values("model", kind="stable")  # backbones (and per-backbone tables) in name order
+    comparisons = comparisons or {}
     tables = []
     groups = ["scenario", "data", "train_data"] + (["model"] if per_model else [])
     for key, part in df.groupby(groups, sort=False, dropna=False):
@@ -233,69 +379,193 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
         cols = (part[["model", "adapter_rank", "config"]].drop_duplicates()
                 .sort_values(["model", "adapter_rank", "config"]))
         cols = [(m, c) for m, _, c in cols.itertuples(index=False)]
+        cell_runs = {k: g for k, g in part.groupby(["task", "row_label", "model", "config"])}
+        index = pd.MultiIndex.from_tuples(rows, names=["task", "shift"])
+        columns = pd.MultiIndex.from_tuples(cols)
+
+        def frame_of(fn, dtype=float, cell_runs=cell_runs, cols=cols, rows=rows, index=index, columns=columns):
+            return pd.DataFrame([[fn(cell_runs.get((t, r, m, c))) for m, c in cols] for t, r in rows],
+                                index=index, columns=columns, dtype=dtype)
+
         values = {}
         for name in [metric] + ([second] if second else []):
-            cell = part.groupby(["task", "row_label", "model", "config"])[name].mean()
-            frame = pd.DataFrame([[cell.get((t, r, m, c)) for m, c in cols] for t, r in rows],
-                                 index=pd.MultiIndex.from_tuples(rows, names=["task", "shift"]),
-                                 columns=pd.MultiIndex.from_tuples(cols), dtype=float)
-            shifted = [i for i, (_, r) in enumerate(rows) if r != "clean"]
-            if mean and shifted:
+            values[name] = frame_of(lambda g, name=name: None if g is None else g[name].astype(float).mean())
+        sd = frame_of(lambda g: None if g is None else g[metric].astype(float).std(ddof=1))
+        n = frame_of(lambda g: None if g is None else float(len(g)))
+        marks = frame_of(lambda g: None if g is None else _mark(comparisons.get(_cell_key(g.iloc[0]))), object)
+        best = _bold(values[metric], cell_runs, metric, resamples, seed) if bold else None
+        shifted = [i for i, (_, r) in enumerate(rows) if r != "clean"]
+        if mean and shifted:
+            for frame in values.values():
                 sub = frame.iloc[shifted]
                 frame.loc[("mean", f"{len(shifted)} shifts"), :] = sub.mean(axis=0).where(sub.notna().all(axis=0))
-            values[name] = frame
+            sd, n, marks = (f.reindex(values[metric].index) for f in (sd, n, marks))
+            best = best.reindex(values[metric].index, fill_value=False) if best is not None else None
         seeds, seed_values = _seeds(part, ["task", "row_label", "model", "config"])
         where = f"{data}, trained on {train}" if scenario == "cross" else data
         title = f"{where} ({scenario})" + (f", {key[3]}" if per_model else "")
+        notes = _failed_notes(part)
+        if part["queries"].isna().all():
+            notes.append("these runs carry no per-query ranks: no intervals, nothing marked or bold")
         tables.append(Table(title, values[metric], metric, seeds, seed_values, second=values.get(second),
-                            second_metric=second, bold="group" if bold else None, group_name="model"))
+                            second_metric=second, bold=best, group_name="model", sd=sd, n=n,
+                            marks=marks if comparisons else None, against="source" if comparisons else None,
+                            notes=notes))
     return tables
 
 
+def _mark(c: Comparison | None) -> str | None:
+    return None if c is None or c.mark == "tie" else c.mark
+
+
+def _bold(frame: pd.DataFrame, cell_runs: dict, metric: str, resamples: int, seed: int) -> pd.DataFrame:
+    """True where a cell is the best of its row within its backbone and its paired interval against the
+    runner-up lies above zero."""
+    out = pd.DataFrame(False, index=frame.index, columns=frame.columns)
+    for (task, row), vals in frame.iterrows():
+        for model in dict.fromkeys(m for m, _ in frame.columns):
+            ranked = vals[[c for c in frame.columns if c[0] == model]].dropna().sort_values(ascending=False)
+            if len(ranked) < 2:
+                continue
+            (_, first), (_, second) = ranked.index[0], ranked.index[1]
+            a, b = cell_runs[(task, row, model, first)], cell_runs[(task, row, model, second)]
+            runs = list(a["queries"]) + list(b["queries"])
+            if metric in PAIRED_METRICS and all(isinstance(q, QueryRanks) for q in runs):
+                if compare(list(a["queries"]), list(b["queries"]), metric, resamples, seed).low > 0:
+                    out.loc[(task, row), (model, first)] = True
+    return out
+
+
+def comparison_tables(comparisons: dict, missing: dict, against: str, metric: str = "R@1") -> list[Table]:
+    """The paired comparisons as tables: one line per (cell, configuration) with the difference to ``against``,
+    its 95 % interval, the sign-flip p and the seeds and queries it is over; and the win/tie/loss count per
+    configuration (a win: interval above zero; a loss: below; a tie: it spans zero)."""
+    if not comparisons and not missing:
+        return []
+    names = ["data", "task", "scenario", "model", "config", "shift"]
+    rows, idx = [], []
+    tally: dict = {}
+    for key, c in comparisons.items():
+        k = dict(zip(CELL, key, strict=True))
+        idx.append((k["data"], k["task"], k["scenario"], k["model"], k["config"], shift_label(k["shift"], k["severity"])))
+        rows.append([c.diff, c.low, c.high, c.p, c.seeds_a, c.seeds_b, c.queries])
+        t = tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "no data": 0})
+        t[c.mark] += 1
+    for key in missing:
+        k = dict(zip(CELL, key, strict=True))
+        tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "no data": 0})["no data"] += 1
+    labels = [f"Δ {metric}", "95% low", "95% high", "p (sign-flip)", "seeds", f"seeds {against}", "queries"]
+    cols = pd.MultiIndex.from_tuples([("", lab) for lab in labels])
+    out = []
+    if rows:
+        perm = sorted(range(len(idx)), key=lambda i: tuple(map(str, idx[i])))
+        keys = list(comparisons)
+        detail = pd.DataFrame([rows[i] for i in perm], index=pd.MultiIndex.from_tuples([idx[i] for i in perm],
+                                                                                        names=names),
+                              columns=cols, dtype=float)
+        marks = pd.DataFrame(None, index=detail.index, columns=cols, dtype=object)
+        marks[("", labels[0])] = [_mark(comparisons[keys[i]]) for i in perm]
+        seeds = int(detail[("", "seeds")].max())
+        out.append(Table(f"{metric} difference to {against} (paired, per cell)", detail, "difference", seeds, (),
+                         marks=marks, against=against, about=(
+                             f"points of {metric}; 95 % hierarchical bootstrap interval over seeds then queries; "
+                             f"p of the paired sign-flip test; ▲/▼ only where the interval excludes 0"), digits={labels[3]: 3, "seeds": 0, f"seeds {against}": 0,
+                                                               "queries": 0}))
+    order = sorted(tally, key=lambda mc: (mc[0], ADAPTER_ORDER.index(mc[1]) if mc[1] in ADAPTER_ORDER else 99, mc[1]))
+    wtl = pd.DataFrame([[tally[k][w] for w in ("better", "tie", "worse", "no data")] for k in order],
+                       index=pd.MultiIndex.from_tuples(order, names=["model", "config"]),
+                       columns=pd.MultiIndex.from_tuples([("", "wins"), ("", "ties"), ("", "losses"),
+                                                          ("", "no per-query data")]), dtype=float)
+    out.append(Table(f"wins / ties / losses against {against} over all cells ({metric})", wtl, "count", 1, (),
+                     default_digits=0, about="a win or loss: the paired 95 % interval lies wholly above or below 0; "
+                                            "a tie: it spans 0"))
+    return out
+
+
 LIST_COLUMNS = (("R@1", "R@1", 1), ("R@5", "R@5", 1), ("skewness", "skewness (k=10)", 2),
-                ("neg_percent", "% sims < 0", 2), ("ms_per_query", "ms/query", 1))
+                ("neg_percent", "% sims < 0", 2), ("ms_per_query", "ms/query", 1), ("adapt_percent", "adapt %", 0),
+                ("peak_rss_mb", "peak MB", 0), ("peak_gpu_mb", "GPU MB", 0), ("failed_rows", "failed rows", 0))
 
 
 def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Table:
-    """One line per run: configuration, model, task, shift, then R@1, R@5, skewness, % sims < 0, ms/query (the
-    columns a run has; % sims < 0 is the share of negative scores in the final matrix, recorded by row files).
-    ``sort``: by model, task, then :data:`~tta.reporting.collect.ADAPTER_ORDER`; otherwise in input order."""
-    df = df.assign(neg_percent=100 * df["neg_share"] if "neg_share" in df else float("nan"))
+    """One line per run: configuration, model, task, shift, then R@1, R@5, skewness, % sims < 0 and the cost
+    (ms/query, adaptation share, peak memory, failed rows): the columns a run has; % sims < 0 is the share of
+    negative scores in the final matrix, recorded by row files. ``sort``: by model, task, then
+    :data:`~tta.reporting.collect.ADAPTER_ORDER`; otherwise in input order."""
+    df = complete_columns(df)
+    df = df.assign(neg_percent=100 * df["neg_share"].astype(float) if "neg_share" in df else float("nan"),
+                   adapt_percent=100 * df["adapt_share"].astype(float) if "adapt_share" in df else float("nan"))
     if sort:
         df = df.sort_values(["model", "task", "adapter_rank", "config"], kind="stable")
-    have = [(k, label, d) for k, label, d in LIST_COLUMNS if k in df and df[k].notna().any()]
+    have = [(k, label, d) for k, label, d in LIST_COLUMNS if k in df and df[k].notna().any()
+            and (k != "failed_rows" or (df[k] > 0).any())]
     index = pd.MultiIndex.from_tuples([(c, m, t, shift_label(s, v)) for c, m, t, s, v in
                                        df[["config", "model", "task", "shift", "severity"]].itertuples(index=False)],
                                       names=["config", "model", "task", "shift"])
     frame = pd.DataFrame(df[[k for k, _, _ in have]].to_numpy(dtype=float), index=index,
                          columns=pd.MultiIndex.from_tuples([("", label) for _, label, _ in have]))
     seeds, seed_values = _seeds(df.assign(one=0), ["one"])
-    return Table(title, frame, "per run", seeds, seed_values, digits={label: d for _, label, d in have})
+    return Table(title, frame, "per run", seeds, seed_values, digits={label: d for _, label, d in have},
+                 notes=_failed_notes(df))
 
 
-def robustness_table(df: pd.DataFrame, metric: str = "R@1") -> tuple[pd.DataFrame, list[str]]:
-    """Robustness of every (model, adapter) against the clean *source* reference of its (data, task, scenario).
+#: metrics the robustness scores are defined for: higher is better, on a 0-100 scale (RSUM: 0-300)
+ROBUST_METRICS = ("R@1", "R@5", "R@10", "R@50", "RSUM")
 
-    Columns: mean relative robustness γ^r, mean absolute robustness γ^a over the shifted runs (Schiappa et al.,
-    Sec. 4.3) and the MMI score (Qiu et al., Sec. 3), in the units of docs/methods/metrics.md. Groups whose sweep has no
-    ``adapter=source shift=clean`` run get no row, and a note says what to add.
+
+def shift_group(shift: str, groups: str = "level") -> str:
+    """The group a shift is aggregated in: its HAT-VTR level (``level``) or its category of Schiappa et al.
+    (``schiappa``: Noise/Blur/Temporal/Camera/Digital for video, ChangeChar/AddText/Bias/DropText/Positional/
+    SwapText/TextStyle for text; "other" for shifts outside their suite)."""
+    if groups == "level":
+        return shift_level(shift)
+    if groups == "schiappa":
+        from tta.shifts.text.schiappa import SCHIAPPA_TEXT_CATEGORY
+        from tta.shifts.video.schiappa import MLVP_SCHIAPPA_CATEGORY, SCHIAPPA_CATEGORY
+
+        return ({**SCHIAPPA_CATEGORY, **MLVP_SCHIAPPA_CATEGORY, **SCHIAPPA_TEXT_CATEGORY}).get(shift, "other")
+    raise ValueError(f"unknown robustness grouping {groups!r}; use level or schiappa")
+
+
+def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "source",
+                     groups: str = "level") -> tuple[pd.DataFrame, list[str]]:
+    """Robustness of every (model, configuration), aggregated severity -> type -> group -> overall
+    (:func:`~tta.metrics.robustness.aggregate_robustness`; docs/methods/metrics.md).
+
+    ``reference``: ``source`` (the clean source run of the (data, task, scenario, model), shared by all methods) or
+    ``own`` (the configuration's own clean run). ``groups``: ``level`` (HAT-VTR low/mid/high, character/word/
+    sentence) or ``schiappa`` (:func:`shift_group`). Scores are means over seeds. One line per (model,
+    configuration, scope) with scope overall, a group or a type; columns relative (γ^r) and absolute (γ^a)
+    robustness with their sd over the next level down, MMI (Qiu et al.) and the number of items aggregated.
+    Groups without the clean reference get no row, and a note says what to add.
+
+    Raises:
+        ValueError: for a metric the scores are meaningless for (ranks, skewness, ...): see ROBUST_METRICS.
     """
+    if metric not in ROBUST_METRICS:
+        raise ValueError(f"robustness of {metric} is meaningless (γ and MMI assume a higher-is-better score on a "
+                         f"0-100 scale); use --robustness {'|'.join(ROBUST_METRICS)}")
+    if reference not in ("source", "own"):
+        raise ValueError(f"unknown robustness reference {reference!r}; use source or own")
+    df = complete_columns(df)
     rows, notes = [], []
     for key, part in df.groupby(list(KEYS), sort=True):
         for model, mpart in part.groupby("model", sort=True):
-            ref = mpart[(mpart["adapter"] == "source") & (mpart["shift"] == "clean")][metric]
-            if ref.empty:
-                notes.append(f"{'/'.join(map(str, key))}/{model}: no clean reference; add adapter=source shift=clean "
-                             f"to the sweep")
-                continue
-            clean = float(ref.mean())
+            clean_runs = mpart[mpart["shift"] == "clean"]
             shifted = mpart[mpart["shift"] != "clean"]
-            for _, adapter, apart in sorted(((g["adapter_rank"].iloc[0], a, g) for a, g in shifted.groupby("adapter")),
-                                            key=lambda t: (t[0], t[1])):
-                values = apart.groupby(["shift", "severity"])[metric].mean()
-                rows.append({"data": key[0], "task": key[1], "scenario": key[2], "model": model, "adapter": adapter,
-                             "clean_source": clean, "mean_shifted": float(values.mean()),
-                             "relative_robustness": float(sum(relative_robustness(clean, v) for v in values) / len(values)),
-                             "absolute_robustness": float(sum(absolute_robustness(clean, v) for v in values) / len(values)),
-                             "MMI": mmi(clean, list(values)), "shifts": len(values)})
+            for _, config, cpart in sorted(((g["adapter_rank"].iloc[0], c, g) for c, g in shifted.groupby("config")),
+                                           key=lambda t: (t[0], t[1])):
+                ref_config = "source" if reference == "source" else config
+                ref = clean_runs[clean_runs["config"] == ref_config][metric].astype(float)
+                if ref.dropna().empty:
+                    notes.append(f"{'/'.join(map(str, key))}/{model}/{config}: no clean {ref_config} run; add "
+                                 f"adapter={ref_config} shift=clean to the sweep")
+                    continue
+                cells = cpart.groupby(["shift", "severity"])[metric].mean()
+                scores = {(shift_group(sh, groups), sh, sev): float(v) for (sh, sev), v in cells.items() if pd.notna(v)}
+                if not scores:
+                    continue
+                for r in aggregate_robustness(float(ref.mean()), scores):
+                    rows.append({"data": key[0], "task": key[1], "scenario": key[2], "model": model,
+                                 "adapter": config, "reference": f"clean {ref_config}", **r})
     return pd.DataFrame(rows), notes

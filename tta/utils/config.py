@@ -27,3 +27,20 @@ def compose(config_name: str, overrides: list[str] | None = None) -> DictConfig:
             GlobalHydra.instance().initialize(saved)
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name, overrides=overrides or [])
+
+
+def print_config_tree(cfg: DictConfig, first: tuple[str, ...] = ("data", "model", "adapter", "shift", "scenario",
+                                                                 "task", "logger", "trainer")) -> None:
+    """The resolved config as a rich tree, one branch per top-level key (the main choices first)."""
+    from omegaconf import OmegaConf
+    from rich import print as rich_print
+    from rich.syntax import Syntax
+    from rich.tree import Tree
+
+    tree = Tree("config", guide_style="dim")
+    keys = [k for k in first if k in cfg] + [k for k in cfg if k not in first]
+    for key in keys:
+        value = cfg[key]
+        text = OmegaConf.to_yaml(value, resolve=True) if OmegaConf.is_config(value) else str(value)
+        tree.add(str(key), style="bold").add(Syntax(text.rstrip(), "yaml", theme="ansi_dark", background_color="default"))
+    rich_print(tree)

@@ -181,3 +181,20 @@ def shuffle_order(text: str, severity: int, rng: random.Random) -> TextOutcome:
     words = text.split()
     rng.shuffle(words)
     return outcome(text, " ".join(words))
+
+
+#: the text categories of Schiappa et al. (Sec. 3.2) of every text shift that belongs to one: the character
+#: changes (Qiu's and the added ones), the model- or rule-based word swaps, additions, bias, POS-based drops,
+#: positional changes and style (for the robustness aggregates of docs/methods/metrics.md)
+SCHIAPPA_TEXT_CATEGORY = {
+    **dict.fromkeys(("ocr", "char_insert", "char_replace", "char_swap", "char_delete", "keyboard", "spelling_error",
+                     "typos"), "ChangeChar"),
+    **dict.fromkeys(("synonym_replace", "word_swap", "back_translation", "back_translation_approx"), "SwapText"),
+    **dict.fromkeys(("add_irrelevant_phrase", "insert_adverb", "word_insert", "insert_punctuation"), "AddText"),
+    **dict.fromkeys(("gender_male", "gender_female", "gender_swap", "gender_neutral"), "Bias"),
+    **dict.fromkeys(("drop_nn", "drop_vb", "drop_vbnn", "rand_nn", "only_nn", "only_vb", "only_nnvb", "word_delete"),
+                    "DropText"),
+    **dict.fromkeys(("drop_first", "drop_last", "drop_first_last", "shuffle_order"), "Positional"),
+    **dict.fromkeys(("formal", "casual", "passive", "active", "formal_approx", "casual_approx", "passive_approx",
+                     "active_approx"), "TextStyle"),
+}

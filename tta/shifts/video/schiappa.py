@@ -28,3 +28,6 @@ SCHIAPPA_CATEGORY = {
 }
 
 SCHIAPPA_SHIFTS = tuple(SCHIAPPA_CATEGORY)
+#: the MLVP shifts that are types of Schiappa et al.'s suite, in its categories (robustness aggregates only)
+MLVP_SCHIAPPA_CATEGORY = {"gaussian": "Noise", "impulse": "Noise", "motion_blur": "Blur", "video_defocus": "Blur",
+                          "h264_compression": "Digital", "temporal_scrambling": "Temporal"}

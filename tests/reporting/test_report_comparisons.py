@@ -1,0 +1,132 @@
+"""The sweep report on synthetic run directories: seed-grouped cells, marks only where the paired interval
+excludes zero, win/tie/loss, cost and failed rows, row files that give the same intervals, clean labels, and the
+metrics the robustness scores refuse."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.reporting.synthetic_runs import ranks_with_hits, write_run
+from tta.report import build_report
+from tta.report import main as report_main
+from tta.reporting.collect import export_rows, load_runs
+from tta.reporting.pages import render_tables
+from tta.reporting.tables import compare_cells, paper_tables
+
+N = 400
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Source, a clearly better adapter (tent, 3 seeds) and one that differs by a single query (sar)."""
+    root = tmp_path_factory.mktemp("sweep")
+    rng = np.random.default_rng(7)
+    base = rng.random(N) < 0.3
+    write_run(root, adapter="source", shift="clean", severity=5, ranks=ranks_with_hits(rng.random(N) < 0.5, rng))
+    write_run(root, adapter="source", ranks=ranks_with_hits(base, rng), ms=10.0)
+    for seed, extra in ((1, 0.20), (2, 0.25), (3, 0.15)):
+        write_run(root, adapter="tent", seed=seed, ranks=ranks_with_hits(base | (rng.random(N) < extra), rng),
+                  ms=30.0, adapt_share=0.5)
+    one_more = base.copy()
+    one_more[np.flatnonzero(~base)[0]] = True  # a 0.25-point "win"
+    write_run(root, adapter="sar", ranks=ranks_with_hits(one_more, rng), ms=20.0, adapt_share=0.4,
+              failed=np.arange(N) < 3)
+    return root
+
+
+def test_cells_group_seeds_with_mean_sd_and_n(sweep):
+    df, _ = load_runs([sweep])
+    [table] = paper_tables(df)
+    tent = df[(df["config"] == "tent") & (df["shift"] == "gaussian")]["R@1"]
+    cell = ("clip4clip", "tent"), ("low-level", "gaussian")
+    assert table.frame.loc[cell] == pytest.approx(tent.mean())
+    assert table.sd.loc[cell] == pytest.approx(tent.std(ddof=1)) and table.n.loc[cell] == 3
+    md = table.to_markdown()
+    assert f"{tent.mean():.1f} ± {tent.std(ddof=1):.1f} (3)" in md
+
+
+def test_only_intervals_that_exclude_zero_are_marked(sweep):
+    df, _ = load_runs([sweep])
+    comps, missing = compare_cells(df, "source")
+    assert not missing
+    by = {k[6]: c for k, c in comps.items() if k[7] == "gaussian"}
+    assert by["tent"].low > 0 and by["tent"].mark == "better"
+    assert by["sar"].diff == pytest.approx(100 / N) and by["sar"].low <= 0 <= by["sar"].high
+    [table] = paper_tables(df, comparisons=comps)
+    assert table.marks.loc[("clip4clip", "tent"), ("low-level", "gaussian")] == "better"
+    assert not isinstance(table.marks.loc[("clip4clip", "sar"), ("low-level", "gaussian")], str)
+    rows = {line.split("|")[2].strip(): line for line in table.to_markdown().splitlines() if "| clip4clip |" in line}
+    assert "▲" in rows["tent"] and "▲" not in rows["sar"] and "▼" not in rows["sar"] and "**" not in rows["sar"]
+
+
+def test_report_writes_comparisons_cost_failed_rows_and_gain_plot(sweep, tmp_path, capsys):
+    rep = build_report(sweep, tmp_path / "r", baseline="sar", resamples=500)
+    detail, wtl, *_ = rep["comparisons"]
+    assert wtl.frame.loc[("clip4clip", "tent"), ("", "wins")] == 1  # clean is not compared: tent has no clean run
+    assert wtl.frame.loc[("clip4clip", "sar"), ("", "ties")] == 1
+    assert "sar" in rep["comparisons"][2].title or "sar" in rep["comparisons"][3].title  # --baseline tables
+    [table] = [t for t in rep["tables"] if "by severity" not in t.title]
+    assert table.frame.loc[("clip4clip", "tent"), ("cost", "ms/query")] == pytest.approx(30.0)
+    assert table.frame.loc[("clip4clip", "tent"), ("cost", "adapt %")] == pytest.approx(50.0)
+    assert table.frame.loc[("clip4clip", "sar"), ("cost", "failed rows")] == 3
+    assert any("sar: 3 failed row(s)" in n for n in table.notes)
+    assert "1 run(s) with failed rows (3 rows" in rep["summary"]
+    assert any(p.name.startswith("gain_cost_") for p in rep["figures"])
+    csv = (tmp_path / "r" / "comparisons.csv").read_text()
+    assert "95% low" in csv and "vs source" in csv
+    assert r"$\pm$" in (tmp_path / "r" / "tables.tex").read_text()
+    page = rep["html"].read_text()
+    assert "Paired comparisons" in page and "failed rows" in page
+    assert report_main([str(sweep), "--out", str(tmp_path / "cli"), "--resamples", "200"]) == 0
+    assert "failed rows" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_row_files_give_the_same_intervals_as_the_sweep(sweep, tmp_path):
+    df, _ = load_runs([sweep])
+    rows = export_rows(df, tmp_path / "rows.jsonl")
+    assert all("per_query" in json.loads(line) for line in rows.read_text().splitlines())
+    back, _ = load_runs([rows])
+    a, _ = compare_cells(df, "source", resamples=300)
+    b, _ = compare_cells(back, "source", resamples=300)
+    strip = lambda d: {(k[5], k[6], k[7], k[8]): (c.diff, c.low, c.high, c.p) for k, c in d.items()}  # noqa: E731
+    assert strip(a) == strip(b)
+    [from_rows] = render_tables([rows], bold=True, resamples=300)
+    [from_dir] = render_tables([sweep], bold=True, resamples=300)
+    assert from_rows.to_markdown() == from_dir.to_markdown()
+    assert "▲" in from_rows.to_markdown() and "**" in from_rows.to_markdown()  # tent beats sar: bold
+
+
+def test_old_rows_without_per_query_data_render_unmarked():
+    from pathlib import Path
+
+    rows = Path(__file__).resolve().parents[2] / "docs" / "results" / "rows" / "v2t-gaussian5-all-methods.jsonl"
+    [table, *_] = render_tables([rows], bold=True)
+    md = table.to_markdown()
+    assert "**" not in md.split("\n", 1)[1] and "▲" not in md and "no per-query ranks" in md
+
+
+def test_clean_runs_are_labelled_clean_and_levels_are_shift_levels(tmp_path):
+    rng = np.random.default_rng(0)
+    write_run(tmp_path, adapter="source", shift="clean", severity=5, ranks=ranks_with_hits(rng.random(50) < 0.5, rng))
+    for sev in (1, 3, 5):
+        write_run(tmp_path, adapter="source", severity=sev, ranks=ranks_with_hits(rng.random(50) < 0.3, rng))
+    df, _ = load_runs([tmp_path])
+    [table] = paper_tables(df)
+    md = table.to_markdown()
+    assert "clean s5" not in md
+    header, groups = md.splitlines()[2], md.splitlines()[4]
+    assert "| clean | gaussian s1 | gaussian s3 | gaussian s5 | Avg |" in header
+    assert "*clean* | *low-level* | *low-level* | *low-level* | *mean*" in groups
+
+
+@pytest.mark.parametrize("metric", ["MdR", "MnR", "skewness"])
+def test_robustness_of_meaningless_metrics_is_refused(sweep, tmp_path, capsys, metric):
+    assert report_main([str(sweep), "--out", str(tmp_path / "x"), "--metric", metric]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"robustness of {metric} is meaningless" in err[0] and "--robustness" in err[0]
+    assert not (tmp_path / "x").exists()
+    assert report_main([str(sweep), "--out", str(tmp_path / "y"), "--metric", "MdR", "--robustness", "RSUM",
+                        "--resamples", "100"]) == 0
