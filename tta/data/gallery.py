@@ -36,6 +36,8 @@ def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftS
     key = [ckpt.hexdigest(), data, side, shift.name, shift.severity, shift.seed, len(pairs), items]
     if shift.options and shift.name != "clean":  # options change a shifted gallery (clean keys stay as they were)
         key.append([list(o) for o in shift.options])
+    if shift.device != "cpu" and shift.name != "clean":  # GPU kernels may round 1 grey level apart (CPU keys unchanged)
+        key.append(shift.device)
     blob = json.dumps(key, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -58,8 +60,11 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
         feats = encode_texts(model, [items.text(i) for i in range(len(pairs))])
     else:
         items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
-        frames.warm([p.video_path for p in pairs], "decoding gallery videos")
-        feats = encode_videos(model, items.clip, len(pairs))
+        from tta.data.module import loader_workers
+
+        workers = loader_workers(cfg)
+        frames.warm([p.video_path for p in pairs], "decoding gallery videos", workers)
+        feats = encode_videos(model, items.clip, len(pairs), workers=workers)
     _check_finite(feats, pairs, side, cfg)
     if gcopy is None:
         atomic_torch_save(file, feats)

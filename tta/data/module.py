@@ -8,6 +8,7 @@ segment per shift (docs/methods/protocol.md).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import lightning as L
@@ -23,6 +24,7 @@ from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.models.retrieval import RetrievalModel
+from tta.shifts import shift_device
 
 
 class RetrievalDataModule(L.LightningDataModule):
@@ -105,7 +107,7 @@ class RetrievalDataModule(L.LightningDataModule):
         queries, side = self.layout.queries, self.query_side
         copy = self.copy if self.shifts[0].kind == side else None
         if side == "video":
-            self.frames.warm([p.video_path for p in queries], "decoding query videos")
+            self.frames.warm([p.video_path for p in queries], "decoding query videos", loader_workers(self.cfg))
             return [VideoItems(queries, self.frames, self.model.image_size, s if s.kind == "video" else ShiftSpec(), copy)
                     for s in self.shifts]
         return [TextItems(queries, s if s.kind == "text" else ShiftSpec(), copy) for s in self.shifts]
@@ -113,8 +115,11 @@ class RetrievalDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         stream = SegmentedStream(self.query_segments())
         tokenizer = self.model.tokenizer if self.query_side == "text" else None
+        # captions stay in-process: rule-based shifts are cheap, and model-based ones load their model once and
+        # cache their outcomes for results.json (tta.shifts.registry.implementation_record)
+        workers = loader_workers(self.cfg) if self.query_side == "video" else 0
         return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.cfg.batch_size, self.start_batch),
-                          num_workers=self.cfg.loader_workers, collate_fn=SegmentCollate(Collate(tokenizer)))
+                          num_workers=workers, collate_fn=SegmentCollate(Collate(tokenizer)))
 
     def num_batches(self) -> int:
         """Batches left to stream (after ``start_batch``)."""
@@ -128,6 +133,26 @@ class RetrievalDataModule(L.LightningDataModule):
 
             return SourceSplit(self.model, load_pairs(train_data, "train", self.cache), n, self.cfg.task, self.frames)
         return make
+
+
+def loader_workers(cfg) -> int:
+    """Worker processes that decode and perturb the gallery and the query stream (``loader_workers`` in run.yaml).
+
+    ``auto`` = min(4, usable cores - 1), so 0 (in-process) on one core. Every item is seeded by (seed, item id,
+    shift, severity), never by worker or order, so scores do not depend on this number. Shifts that run on a GPU
+    (``shift.device=model`` on a GPU machine) perturb in the main process (CUDA does not work in forked workers), so
+    the count is then 0.
+    """
+    value = cfg.get("loader_workers", 0)
+    if value in (None, "auto"):
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        value = max(0, min(4, cores - 1))
+    elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadInputError(f"loader_workers must be auto or a whole number >= 0, got {value!r}")
+    try:
+        return 0 if shift_device(cfg, value).type == "cuda" else value
+    except ValueError as e:
+        raise BadInputError(str(e)) from None
 
 
 def _check_gallery_size(n: int, k: int) -> None:

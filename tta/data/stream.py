@@ -47,6 +47,7 @@ class ShiftSpec:
     seed: int = 42
     options: tuple = ()
     resources: dict = field(default_factory=dict, compare=False, repr=False)
+    device: str = field(default="cpu", compare=False)  # where video shifts run (``shift.device``, resolved)
 
     @property
     def kind(self) -> str:
@@ -74,7 +75,7 @@ class ShiftSpec:
             return frames
         seed = item_seed(self.seed, video_id, name, severity)
         ctx = context or self.context(video_id, frames.shape[0])
-        return perturb_video(frames, name, severity, seed, context=ctx, **options)
+        return perturb_video(frames.to(self.device), name, severity, seed, context=ctx, **options).cpu()
 
     def native(self, pair: VideoTextPair, frames: FrameCache) -> torch.Tensor:
         """The clip's native-resolution frames after the shift: uint8 (num_frames, H, W, 3) (docs/shifts/mlvp.md)."""
@@ -86,9 +87,10 @@ class ShiftSpec:
         seed = item_seed(self.seed, pair.video_id, name, severity)
         if get_shift(name).group == "A":
             ctx.frame_indices = frames.indices(pair.video_path)
-            return perturb_video(frames.get(pair.video_path), name, severity, seed, context=ctx, **options)
+            clip = frames.get(pair.video_path).to(self.device)
+            return perturb_video(clip, name, severity, seed, context=ctx, **options).cpu()
         full, ctx.fps = frames.decode_all(pair.video_path)
-        out = perturb_video(full, name, severity, seed, context=ctx, **options)
+        out = perturb_video(full.to(self.device), name, severity, seed, context=ctx, **options).cpu()
         return pad_frames(out[uniform_frame_indices(out.shape[0], n)], n)
 
     def text(self, caption: str, caption_id: str) -> str:

@@ -22,13 +22,28 @@ def encode_texts(model: RetrievalModel, captions: Sequence[str], batch_size: int
 
 @torch.no_grad()
 def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n: int, batch_size: int = 32,
-                  device: torch.device | str = "cpu") -> torch.Tensor:
-    """(N, T, D) per-frame embeddings; ``load(i)`` returns the normalised clip (T, 3, H, W) of item i."""
-    out = []
-    for i in range(0, n, batch_size):
-        clips = torch.stack([load(j) for j in range(i, min(n, i + batch_size))]).to(device)
-        out.append(model.encode_video(clips).float())
-    return torch.cat(out)
+                  device: torch.device | str = "cpu", workers: int = 0) -> torch.Tensor:
+    """(N, T, D) per-frame embeddings; ``load(i)`` returns the normalised clip (T, 3, H, W) of item i.
+
+    ``workers`` > 0 loads (decodes, perturbs) the clips in that many processes, in order (``load`` must pickle).
+    """
+    if workers > 0 and n > batch_size:
+        from torch.utils.data import DataLoader
+
+        batches = DataLoader(range(n), batch_size=batch_size, num_workers=workers, collate_fn=_Stack(load))
+    else:
+        batches = (_Stack(load)(range(i, min(n, i + batch_size))) for i in range(0, n, batch_size))
+    return torch.cat([model.encode_video(clips.to(device)).float() for clips in batches])
+
+
+class _Stack:
+    """A picklable collate: the stacked clips of a list of item indices."""
+
+    def __init__(self, load: Callable[[int], torch.Tensor]):
+        self.load = load
+
+    def __call__(self, indices) -> torch.Tensor:
+        return torch.stack([self.load(j) for j in indices])
 
 
 @torch.no_grad()

@@ -7,10 +7,17 @@ whole video; the pipeline applies the uniform frame rule to what it returns, so 
 clip's frames, e.g. temporal scrambling, passes through unchanged).
 a text shift is ``fn(text: str, severity: int, rng: random.Random, **options) -> str``. Shift modules register
 themselves with :func:`register_video_shift` / :func:`register_text_shift` when :mod:`tta.shifts` is imported.
+
+A video shift may also have a vectorised torch twin (:func:`register_batched`):
+``twin(frames: uint8 (N, T, H, W, 3), severity, generators: list[torch.Generator], **options)`` on the frames' device,
+drawing each video's randomness from its own generator exactly as the reference does. ``exact`` says whether the twin
+is bit-identical to the reference on the CPU; :func:`tta.shifts.perturb_video` uses a twin on CUDA, and on the CPU
+only when it is exact (docs/shifts/mlvp.md, "Speed").
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -24,6 +31,8 @@ class ShiftInfo:
     level: str  # MLVP low/mid/high, or character/word/sentence
     changes_length: bool = False
     group: str = "A"  # MLVP processing group: "A" sampled frames, "B" the whole decoded video
+    batched: Callable | None = None  # the vectorised torch twin (register_batched), if any
+    batched_exact: bool = False  # the twin is bit-identical to fn on the CPU
 
 
 _VIDEO: dict[str, ShiftInfo] = {}
@@ -37,6 +46,17 @@ def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "lo
 
     def wrap(fn):
         _VIDEO[name] = ShiftInfo(name, "video", fn, tuple(severities), level, changes_length, group)
+        return fn
+
+    return wrap
+
+
+def register_batched(name: str, exact: bool):
+    """Attach a vectorised torch twin to the already registered video shift ``name`` (see the module docstring)."""
+    def wrap(fn):
+        if name not in _VIDEO:
+            raise KeyError(f"register {name!r} with register_video_shift before its batched twin")
+        _VIDEO[name] = dataclasses.replace(_VIDEO[name], batched=fn, batched_exact=exact)
         return fn
 
     return wrap
@@ -63,6 +83,15 @@ def check_severity(info: ShiftInfo, severity: int) -> int:
         raise ValueError(f"severity {severity} is out of range for shift {info.name!r}; valid severities: "
                          f"{list(info.severities)}")
     return int(severity)
+
+
+def check_options(name: str, options: dict) -> None:
+    """One-line errors for options a run can check before streaming (a shift raising inside a loader worker
+    would reach the user wrapped in the worker's traceback)."""
+    if name in ("motion_blur", "video_defocus"):
+        from tta.shifts.video.flow_blur import check_flow_options
+
+        check_flow_options(options.get("flow", "farneback"), options.get("flow_scale", 1.0))
 
 
 def video_names() -> list[str]:
@@ -187,6 +216,7 @@ def implementation_record(spec, captions=None) -> dict:
 
 def _video_details(name: str, resolved: dict, resources: dict, out: dict) -> None:
     resolved.setdefault("apply_at", "native")
+    check_options(name, resolved)
     if name == "snow":
         from tta.shifts.video.weather import IMAGEMAGICK_MISSING, wand_available
 

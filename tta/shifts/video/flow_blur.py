@@ -16,6 +16,13 @@ blurred frames (the pipeline's uniform rule over them is the identity).
 * **defocus**: r_low = 3, 4, 6, 8, 10, r_high = 2·r_low; disk 1[X² + Y² <= r²] normalised, then Gaussian-smoothed
   at σ = 0.1 (3×3 for r <= 8, else 5×5) as ImageNet-C; no randomness. ``static_regions``: ``low_kernel`` (code) or
   ``none`` (pixels outside the mask stay sharp, "primarily to moving regions", App. E.2).
+
+Speed (docs/shifts/mlvp.md, "Speed"). Options shared by both shifts: ``flow`` = ``farneback`` (default, Alg. 2) |
+``dis`` (OpenCV DIS flow, preset fast: about 9x cheaper, a different flow field); ``flow_scale`` = 1.0 (default:
+flow at full resolution, bit-identical to the faithful path) or s < 1: flow on the grey frames resized by s
+(INTER_AREA), the high-motion mask taken at that size and upsampled nearest, the mean-flow angle unchanged (it is
+scale-free). The blends are done for all sampled frames at once; on a CUDA tensor the two blurs are one grouped
+convolution (reflect-101 padding, rounded; <= 1 grey level from OpenCV's filter2D, which may use a DFT).
 """
 
 from __future__ import annotations
@@ -34,29 +41,58 @@ MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_hig
 DEFOCUS_RADII = (3, 4, 6, 8, 10)  # r_low; r_high = 2 r_low, docs/shifts/mlvp.md, App. E.2
 FARNEBACK = dict(pyr_scale=0.5, levels=3, winsize=15, iterations=3, poly_n=5, poly_sigma=1.2, flags=0)
 HIGH_MOTION_PERCENTILE = 75.0
+FLOW_METHODS = ("farneback", "dis")
 
 
-def sampled_flows(frames: np.ndarray, indices: list[int]):
-    """Yield (index, flow (H, W, 2) float32) for each sampled index (zero flow at index 0), grey frames cached."""
+def check_flow_options(method: str, scale: float) -> None:
+    """One-line errors for ``shift.options.flow`` / ``flow_scale``."""
+    if method not in FLOW_METHODS:
+        raise ValueError(f"shift.options.flow must be one of {list(FLOW_METHODS)}, got {method!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 1:
+        raise ValueError(f"shift.options.flow_scale must be in (0, 1], got {scale!r}")
+
+
+def _flow_fn(method: str):
+    if method == "farneback":
+        return lambda a, b: cv2.calcOpticalFlowFarneback(a, b, None, **FARNEBACK)
+    if method == "dis":
+        dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_FAST)
+        return lambda a, b: dis.calc(a, b, None)
+    raise ValueError(f"shift.options.flow must be one of {list(FLOW_METHODS)}, got {method!r}")
+
+
+def sampled_flows(frames: np.ndarray, indices: list[int], method: str = "farneback", scale: float = 1.0):
+    """Yield (index, flow (h, w, 2) float32) for each sampled index (zero flow at index 0), grey frames cached.
+
+    ``scale`` < 1 computes the flow on grey frames resized by ``scale`` (INTER_AREA), so (h, w) is that size.
+    """
+    check_flow_options(method, scale)
+    flow = _flow_fn(method)
+    h, w = frames.shape[1:3]
+    size = (max(8, round(w * scale)), max(8, round(h * scale))) if scale < 1 else (w, h)
     grey: dict[int, np.ndarray] = {}
 
     def g(i: int) -> np.ndarray:
         if i not in grey:
             grey[i] = cv2.cvtColor(frames[i], cv2.COLOR_RGB2GRAY)
+            if size != (w, h):
+                grey[i] = cv2.resize(grey[i], size, interpolation=cv2.INTER_AREA)
         return grey[i]
 
-    h, w = frames.shape[1:3]
     for t in indices:
-        if t == 0:
-            yield t, np.zeros((h, w, 2), np.float32)
-        else:
-            yield t, cv2.calcOpticalFlowFarneback(g(t - 1), g(t), None, **FARNEBACK)
+        yield t, (np.zeros((size[1], size[0], 2), np.float32) if t == 0 else flow(g(t - 1), g(t)))
 
 
-def high_motion_mask(flow: np.ndarray) -> np.ndarray:
-    """Boolean (H, W): flow magnitude >= its 75th percentile (about the top 25 % of pixels)."""
+def high_motion_mask(flow: np.ndarray, size: tuple[int, int] | None = None) -> np.ndarray:
+    """Boolean (H, W): flow magnitude >= its 75th percentile (about the top 25 % of pixels).
+
+    ``size`` = (H, W) upsamples a mask taken on a downscaled flow to the frame (nearest neighbour).
+    """
     mag = np.sqrt(flow[..., 0].astype(np.float64) ** 2 + flow[..., 1].astype(np.float64) ** 2)
-    return mag >= np.percentile(mag, HIGH_MOTION_PERCENTILE)
+    mask = mag >= np.percentile(mag, HIGH_MOTION_PERCENTILE)
+    if size is not None and mask.shape != tuple(size):
+        mask = cv2.resize(mask.view(np.uint8), (size[1], size[0]), interpolation=cv2.INTER_NEAREST).astype(bool)
+    return mask
 
 
 def line_kernel(length: int, angle: float, convention: str = "flow") -> np.ndarray:
@@ -90,43 +126,70 @@ def _correlate(frame: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     return cv2.filter2D(frame, -1, kernel, borderType=cv2.BORDER_REFLECT_101)
 
 
-def _drive(frames: torch.Tensor, context: ShiftContext | None, blur_pair) -> torch.Tensor:
+def _correlate_torch(frames: torch.Tensor, kernels: list[np.ndarray]) -> torch.Tensor:
+    """uint8 (n, H, W, 3) frames, one kernel per frame -> uint8 (n, H, W, 3): one grouped convolution on their device."""
+    n, h, w, _ = frames.shape
+    size = max(k.shape[0] for k in kernels)
+    bank = np.zeros((n, size, size), np.float32)
+    for i, k in enumerate(kernels):  # centre smaller kernels in a common odd size
+        o = (size - k.shape[0]) // 2
+        bank[i, o:o + k.shape[0], o:o + k.shape[1]] = k
+    weight = torch.from_numpy(bank).to(frames.device).repeat_interleave(3, 0)[:, None]
+    x = frames.permute(0, 3, 1, 2).reshape(1, n * 3, h, w).to(torch.float32)
+    r = size // 2
+    x = torch.nn.functional.pad(x, (r, r, r, r), mode="reflect")  # torch's reflect is OpenCV's reflect-101
+    y = torch.nn.functional.conv2d(x, weight, groups=n * 3).round_().clamp_(0, 255)
+    return y.to(torch.uint8).reshape(n, 3, h, w).permute(0, 2, 3, 1)
+
+
+def _drive(frames: torch.Tensor, context: ShiftContext | None, kernels, flow: str, flow_scale: float) -> torch.Tensor:
+    """The shared driver of Alg. 2: one flow per sampled frame, hard mask, both blurs and one vectorised blend.
+
+    ``kernels(flow) -> (low kernel or None for "keep the frame", high kernel)``.
+    """
     arr = np.ascontiguousarray(frames.cpu().numpy())
     n = context.num_frames if context is not None else 12
     indices = uniform_frame_indices(arr.shape[0], n)
-    out = []
-    for t, flow in sampled_flows(arr, indices):
-        mask = high_motion_mask(flow)
-        low, high = blur_pair(arr[t], flow)
-        out.append(np.where(mask[..., None], high, low))
-    return torch.from_numpy(np.stack(out)).to(frames.device)
+    size = arr.shape[1:3]
+    masks, lows, highs = [], [], []
+    for _, f in sampled_flows(arr, indices, flow, float(flow_scale)):
+        masks.append(high_motion_mask(f, size))
+        low, high = kernels(f)
+        lows.append(low)
+        highs.append(high)
+    mask = torch.from_numpy(np.stack(masks))[..., None]
+    if frames.is_cuda:
+        clip = frames[indices]
+        high = _correlate_torch(clip, highs)
+        low = clip if lows[0] is None else _correlate_torch(clip, lows)
+        return torch.where(mask.to(frames.device), high, low)
+    sel = arr[indices]
+    high = np.stack([_correlate(x, k) for x, k in zip(sel, highs, strict=True)])
+    low = sel if lows[0] is None else np.stack([_correlate(x, k) for x, k in zip(sel, lows, strict=True)])
+    np.copyto(low, high, where=mask.numpy())
+    return torch.from_numpy(low).to(frames.device)
 
 
 @register_video_shift("motion_blur", level="mid", group="B")
 def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
-                angle_convention: str = "flow") -> torch.Tensor:
+                angle_convention: str = "flow", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (docs/shifts/mlvp.md, App. E.2)."""
     l_low, l_high = MOTION_LENGTHS[severity - 1]
 
-    def pair(frame, flow):
-        angle = math.degrees(math.atan2(float(flow[..., 1].mean()), float(flow[..., 0].mean()) + 1e-8))
-        return (_correlate(frame, line_kernel(l_low, angle, angle_convention)),
-                _correlate(frame, line_kernel(l_high, angle, angle_convention)))
+    def kernels(f):
+        angle = math.degrees(math.atan2(float(f[..., 1].mean()), float(f[..., 0].mean()) + 1e-8))
+        return line_kernel(l_low, angle, angle_convention), line_kernel(l_high, angle, angle_convention)
 
-    return _drive(frames, context, pair)
+    return _drive(frames, context, kernels, flow, flow_scale)
 
 
 @register_video_shift("video_defocus", level="mid", group="B")
 def video_defocus(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
-                  static_regions: str = "low_kernel") -> torch.Tensor:
+                  static_regions: str = "low_kernel", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, defocused frames (docs/shifts/mlvp.md, App. E.2)."""
     if static_regions not in ("low_kernel", "none"):
         raise ValueError(f"video_defocus static_regions must be low_kernel or none, got {static_regions!r}")
     r = DEFOCUS_RADII[severity - 1]
     k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
-
-    def pair(frame, flow):
-        low = _correlate(frame, k_low) if static_regions == "low_kernel" else frame
-        return low, _correlate(frame, k_high)
-
-    return _drive(frames, context, pair)
+    low = k_low if static_regions == "low_kernel" else None
+    return _drive(frames, context, lambda f: (low, k_high), flow, flow_scale)

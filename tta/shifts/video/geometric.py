@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from scipy import ndimage
 
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import numpy_rng, to_uint8, to_unit
 
 ELASTIC = ((244 * 2, 244 * 0.7, 244 * 0.1), (244 * 2, 244 * 0.08, 244 * 0.2), (244 * 0.05, 244 * 0.01, 244 * 0.02),
@@ -45,25 +45,36 @@ def elastic_params(h: int, w: int, alpha: float, sigma: float, jitter: float, rn
     return affine, fields[0], fields[1]
 
 
-def elastic_warp(frames: torch.Tensor, affine: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> torch.Tensor:
-    """Apply one affine map and one displacement field to every frame: uint8 (T, H, W, 3) -> uint8."""
-    t, h, w, _ = frames.shape
-    if min(h, w) < 2:
-        raise ValueError(f"elastic distortion needs frames of at least 2×2 pixels, got {h}×{w}")
-    dev = frames.device
-    x = to_unit(frames).permute(0, 3, 1, 2)
+def _grids(h: int, w: int, affine: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two sampling grids (H, W, 2) of one video: the affine warp's, then the displacement's."""
     rows, cols = torch.meshgrid(torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64),
                                 indexing="ij")
     inv = cv2.invertAffineTransform(affine)  # warpAffine samples src at M^-1 (x, y)
     sx = inv[0, 0] * cols + inv[0, 1] * rows + inv[0, 2]
     sy = inv[1, 0] * cols + inv[1, 1] * rows + inv[1, 2]
-    grid = torch.stack([2 * sx / (w - 1) - 1, 2 * sy / (h - 1) - 1], dim=-1).float().to(dev)
-    x = F.grid_sample(x, grid.expand(t, h, w, 2), mode="bilinear", padding_mode="reflection", align_corners=True)
+    affine_grid = torch.stack([2 * sx / (w - 1) - 1, 2 * sy / (h - 1) - 1], dim=-1).float()
     sx = cols + torch.from_numpy(dx)
     sy = rows + torch.from_numpy(dy)
-    grid = torch.stack([(2 * sx + 1) / w - 1, (2 * sy + 1) / h - 1], dim=-1).float().to(dev)
-    x = F.grid_sample(x, grid.expand(t, h, w, 2), mode="bilinear", padding_mode="reflection", align_corners=False)
+    return affine_grid, torch.stack([(2 * sx + 1) / w - 1, (2 * sy + 1) / h - 1], dim=-1).float()
+
+
+def _warp(frames: torch.Tensor, affine_grid: torch.Tensor, shift_grid: torch.Tensor) -> torch.Tensor:
+    """uint8 (B, H, W, 3) frames, grids (B, H, W, 2) -> the warped uint8 frames (both warps on the frames' device)."""
+    if min(frames.shape[1:3]) < 2:
+        raise ValueError(f"elastic distortion needs frames of at least 2×2 pixels, got {tuple(frames.shape[1:3])}")
+    x = to_unit(frames).permute(0, 3, 1, 2)
+    x = F.grid_sample(x, affine_grid, mode="bilinear", padding_mode="reflection", align_corners=True)
+    x = F.grid_sample(x, shift_grid, mode="bilinear", padding_mode="reflection", align_corners=False)
     return to_uint8(x.permute(0, 2, 3, 1))
+
+
+def elastic_warp(frames: torch.Tensor, affine: np.ndarray, dx: np.ndarray, dy: np.ndarray) -> torch.Tensor:
+    """Apply one affine map and one displacement field to every frame: uint8 (T, H, W, 3) -> uint8."""
+    t, h, w, _ = frames.shape
+    if min(h, w) < 2:
+        raise ValueError(f"elastic distortion needs frames of at least 2×2 pixels, got {h}×{w}")
+    a, d = (g.to(frames.device).expand(t, h, w, 2) for g in _grids(h, w, affine, dx, dy))
+    return _warp(frames, a, d)
 
 
 @register_video_shift("elastic_distortion", level="low")
@@ -73,3 +84,16 @@ def elastic_distortion(frames: torch.Tensor, severity: int, generator: torch.Gen
     _, h, w, _ = frames.shape
     affine, dx, dy = elastic_params(h, w, alpha, sigma, jitter, numpy_rng(generator))
     return elastic_warp(frames, affine, dx, dy)
+
+
+@register_batched("elastic_distortion", exact=True)
+def elastic_distortion_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same; each video's warp drawn from its own generator, all frames warped at once."""
+    alpha, sigma, jitter = ELASTIC[severity - 1]
+    n, t, h, w, _ = frames.shape
+    if min(h, w) < 2:
+        raise ValueError(f"elastic distortion needs frames of at least 2×2 pixels, got {h}×{w}")
+    grids = [_grids(h, w, *elastic_params(h, w, alpha, sigma, jitter, numpy_rng(g))) for g in generators]
+    a, d = (torch.stack([g[i] for g in grids]).to(frames.device)[:, None].expand(n, t, h, w, 2).reshape(n * t, h, w, 2)
+            for i in (0, 1))
+    return _warp(frames.reshape(n * t, h, w, 3), a, d).reshape(frames.shape)

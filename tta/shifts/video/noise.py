@@ -4,13 +4,15 @@
 drawn once per video and added to every frame (temporal consistency, App. E.1):
 y = trunc(255 · clip(x/255 + N, 0, 1)). ``temporal_mode``: ``code`` (default, = paper), ``static`` (same as
 code for this shift) or ``iid`` (a new field per frame).
+
+Both have vectorised twins over a batch of videos (exact: each video's field comes from its own generator).
 """
 
 from __future__ import annotations
 
 import torch
 
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_batched, register_video_shift
 
 GAUSSIAN_SIGMA = (0.08, 0.12, 0.18, 0.26, 0.38)
 IMPULSE_AMOUNT = (0.03, 0.06, 0.09, 0.17, 0.27)
@@ -42,4 +44,35 @@ def impulse(frames: torch.Tensor, severity: int, generator: torch.Generator, tem
     u = torch.rand((t if temporal_mode == "iid" else 1, h, w, 1), generator=generator).to(frames.device)
     out = frames.clone()
     out = torch.where(u < a / 2, torch.zeros((), dtype=torch.uint8, device=frames.device), out)
+    return torch.where(u >= 1 - a / 2, torch.full((), 255, dtype=torch.uint8, device=frames.device), out)
+
+
+def _fields(generators, shape: tuple, draw, device) -> torch.Tensor:
+    """One field per video, drawn on the CPU from that video's generator as the reference does, then moved."""
+    return torch.stack([draw(shape, generator=g) for g in generators]).to(device)
+
+
+@register_batched("gaussian", exact=True)
+def gaussian_batch(frames: torch.Tensor, severity: int, generators, temporal_mode: str = "code") -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same, each video with its own Gaussian field (= :func:`gaussian` per video)."""
+    sigma = GAUSSIAN_SIGMA[severity - 1]
+    _, t, h, w, c = frames.shape
+    if temporal_mode not in ("code", "static", "iid"):
+        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
+    shape = (t if temporal_mode == "iid" else 1, h, w, c)
+    noise = _fields(generators, shape, lambda s, generator: torch.randn(s, generator=generator, dtype=torch.float32),
+                    frames.device) * sigma
+    x = frames.to(torch.float32) / 255.0 + noise
+    return (255.0 * x.clamp(0.0, 1.0)).to(torch.uint8)
+
+
+@register_batched("impulse", exact=True)
+def impulse_batch(frames: torch.Tensor, severity: int, generators, temporal_mode: str = "code") -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same, each video with its own salt-and-pepper mask (= :func:`impulse` per video)."""
+    a = IMPULSE_AMOUNT[severity - 1]
+    _, t, h, w, _ = frames.shape
+    if temporal_mode not in ("code", "static", "iid"):
+        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
+    u = _fields(generators, (t if temporal_mode == "iid" else 1, h, w, 1), torch.rand, frames.device)
+    out = torch.where(u < a / 2, torch.zeros((), dtype=torch.uint8, device=frames.device), frames)
     return torch.where(u >= 1 - a / 2, torch.full((), 255, dtype=torch.uint8, device=frames.device), out)

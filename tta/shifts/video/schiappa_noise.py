@@ -22,6 +22,8 @@ corner-aligned: SciPy ``zoom(order=1)``) and centre-trimmed to H × W; the zoom 
 Temporal mode: the authors' code draws a fresh noise field for every frame (``iid``, default). ``static`` (speckle
 only) draws one N(0, σ²) field per video, as MLVP does for its Gaussian noise; Poisson noise depends on the pixel
 value, so shot noise has no static form. All frames are processed at once as (T, H, W, 3) tensors. Group A.
+Speckle noise and zoom blur have exact vectorised twins over a batch of videos (shot noise's Poisson draw needs the
+rate, so it stays per video).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_batched, register_video_shift
 
 SHOT_RATE = {"schiappa": (250, 100, 50, 30, 15), "imagenet_c": (60, 25, 12, 5, 3)}
 SPECKLE_SIGMA = {"schiappa": (0.15, 0.20, 0.25, 0.30, 0.35), "imagenet_c": (0.15, 0.20, 0.35, 0.45, 0.60)}
@@ -114,3 +116,25 @@ def zoom_blur(frames: torch.Tensor, severity: int, generator: torch.Generator) -
         acc += clipped_zoom(x, z)
     y = acc / (len(zooms) + 1)
     return _to_uint8(y).permute(0, 2, 3, 1).contiguous()
+
+
+@register_batched("schiappa_speckle_noise", exact=True)
+def speckle_noise_batch(frames: torch.Tensor, severity: int, generators, scale: str = "schiappa",
+                        temporal_mode: str = "iid") -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same; each video's field from its own generator (= :func:`speckle_noise`)."""
+    sigma = _table(SPECKLE_SIGMA, scale, severity)
+    _, t, h, w, c = frames.shape
+    if temporal_mode not in ("iid", "static"):
+        raise ValueError(f"temporal_mode must be iid or static, got {temporal_mode!r}")
+    shape = (t if temporal_mode == "iid" else 1, h, w, c)
+    noise = torch.stack([torch.randn(shape, generator=g, dtype=torch.float32) for g in generators])
+    noise = noise.to(frames.device) * sigma
+    x = frames.to(torch.float32) / 255.0
+    return _to_uint8(x + x * noise)
+
+
+@register_batched("schiappa_zoom_blur", exact=True)
+def zoom_blur_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same: every frame of every video through :func:`zoom_blur` at once."""
+    n, t = frames.shape[:2]
+    return zoom_blur(frames.reshape(n * t, *frames.shape[2:]), severity, generators[0]).reshape(frames.shape)

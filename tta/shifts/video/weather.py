@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import numpy_rng, to_uint8, to_unit
 
 log = logging.getLogger(__name__)
@@ -69,18 +69,34 @@ def plasma_fractal(size: int, decay: float, rng: np.random.Generator) -> np.ndar
     return f / f.max()
 
 
+def _fog_map(h: int, w: int, decay: float, generator: torch.Generator) -> torch.Tensor:
+    size = 1 << max(1, math.ceil(math.log2(max(h, w))))
+    return torch.from_numpy(plasma_fractal(size, decay, numpy_rng(generator))[:h, :w].astype(np.float32))
+
+
+def _fog_blend(frames: torch.Tensor, fmap: torch.Tensor, c: float) -> torch.Tensor:
+    """uint8 (..., T, H, W, 3) frames and maps broadcast to (..., 1, H, W, 1) -> fogged uint8 frames."""
+    x = to_unit(frames)
+    mu = x.amax(dim=(-3, -2, -1), keepdim=True)
+    mu = torch.where(mu > 0, mu, torch.ones_like(mu))  # an all-black frame uses μ = 1 (docs/shifts/mlvp.md, App. E.1)
+    return to_uint8((x + c * fmap) * mu / (mu + c))
+
+
 @register_video_shift("fog", level="low")
 def fog(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); one plasma map for all frames (docs/shifts/mlvp.md, App. E.1)."""
     c, decay = FOG[severity - 1]
     _, h, w, _ = frames.shape
-    size = 1 << max(1, math.ceil(math.log2(max(h, w))))
-    fmap = plasma_fractal(size, decay, numpy_rng(generator))[:h, :w]
-    fmap = torch.from_numpy(fmap.astype(np.float32)).to(frames.device)[None, :, :, None]
-    x = to_unit(frames)
-    mu = x.amax(dim=(1, 2, 3), keepdim=True)
-    mu = torch.where(mu > 0, mu, torch.ones_like(mu))  # an all-black frame uses μ = 1 (docs/shifts/mlvp.md, App. E.1)
-    return to_uint8((x + c * fmap) * mu / (mu + c))
+    return _fog_blend(frames, _fog_map(h, w, decay, generator).to(frames.device)[None, :, :, None], c)
+
+
+@register_batched("fog", exact=True)
+def fog_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same; each video's plasma map from its own generator (= :func:`fog`)."""
+    c, decay = FOG[severity - 1]
+    h, w = frames.shape[2:4]
+    maps = torch.stack([_fog_map(h, w, decay, g) for g in generators]).to(frames.device)
+    return _fog_blend(frames, maps[:, None, :, :, None], c)
 
 
 def clipped_zoom(img: np.ndarray, zoom: float) -> np.ndarray:
