@@ -24,6 +24,7 @@ from tta.data.module import RetrievalDataModule
 from tta.media.video import VideoDecodeError
 from tta.results import StreamContext, complete_results, score_stream, write_run
 from tta.scenario import Scenario
+from tta.utils.config_rules import validate_config
 from tta.utils.loggers import build_logger
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
@@ -37,6 +38,7 @@ register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directori
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
+    validate_config(cfg)
     quiet_lightning()
     run_dir = Path(run_dir or os.getcwd())
     if cfg.get("skip_complete", False) and (previous := complete_results(run_dir, cfg)) is not None:
