@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -74,6 +75,77 @@ def test_sigkill_mid_stream_and_resume_gives_the_uninterrupted_results(tiny_cach
     strip = lambda rows: [{k: v for k, v in r.items() if k != "adapt_s"} for r in rows]  # noqa: E731
     assert strip(ha) == strip(hb) and len(ha) == 60
     assert not (cut_dir / "resume.pt").exists()
+
+
+def _signal_when(proc: subprocess.Popen, file: Path, at_least: int, signum: int) -> int:
+    """Send ``signum`` once ``file`` holds a checkpoint of at least ``at_least`` batches; return that position."""
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if (pos := _position(file)) >= at_least:
+            proc.send_signal(signum)
+            return pos
+        time.sleep(0.02)
+    return -1
+
+
+def test_sigterm_checkpoints_at_the_batch_boundary_exits_75_and_resumes_bit_exactly(tiny_cache, tmp_path):
+    ref_dir, cut_dir = tmp_path / "ref", tmp_path / "cut"
+    ref = subprocess.run(_cli(tiny_cache, ref_dir, "checkpoint_every=0"), capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    # checkpoints every 25 batches: the one written on SIGTERM must be the batch boundary after the signal
+    proc = subprocess.Popen(_cli(tiny_cache, cut_dir, "checkpoint_every=25"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    sent_at = _signal_when(proc, cut_dir / "resume.pt", 25, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert sent_at == 25, "the run ended before it could be interrupted mid-stream"
+    assert proc.returncode == 75, out[-3000:]
+    stopped_at = _position(cut_dir / "resume.pt")
+    assert 25 < stopped_at < 50  # the boundary right after the signal, not the last periodic checkpoint
+    assert f"interrupted by SIGTERM after batch {stopped_at}; {cut_dir / 'resume.pt'} holds the state" in out
+    assert not (cut_dir / "results.json").exists()
+
+    again = subprocess.run(_cli(tiny_cache, cut_dir, "checkpoint_every=25"), capture_output=True, text=True,
+                           timeout=900, cwd=ROOT)
+    assert again.returncode == 0, again.stderr[-3000:]
+    a, b = (json.loads((d / "results.json").read_text()) for d in (ref_dir, cut_dir))
+    assert b["time_s"]["resumed_at_batch"] == stopped_at
+    assert a["retrieval"] == b["retrieval"] and a["hubness"] == b["hubness"] and a["counters"] == b["counters"]
+    assert torch.equal(torch.load(ref_dir / "sims.pt"), torch.load(cut_dir / "sims.pt"))
+
+
+def test_a_second_signal_stops_at_once(tiny_cache, tmp_path):
+    proc = subprocess.Popen(_cli(tiny_cache, tmp_path, "checkpoint_every=1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    assert _signal_when(proc, tmp_path / "resume.pt", 1, signal.SIGINT) >= 1
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert proc.returncode in (-signal.SIGINT, 75)  # killed by the second signal, unless the first one won the race
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_live_run_directory_is_refused_and_a_dead_holder_taken_over(tmp_path):
+    import fcntl
+
+    from tta.utils.io import RUN_LOCK, claim_run_dir
+
+    with claim_run_dir(tmp_path):
+        holder = json.loads((tmp_path / RUN_LOCK).read_text())
+        assert holder["pid"] == os.getpid()
+        code = ("import fcntl,sys,time; f=open(sys.argv[1],'a+'); fcntl.flock(f.fileno(), fcntl.LOCK_EX|fcntl.LOCK_NB)")
+        other = subprocess.run([sys.executable, "-c", code, str(tmp_path / RUN_LOCK)], capture_output=True, text=True)
+        assert other.returncode != 0 and "BlockingIOError" in other.stderr  # the lock is real across processes
+    # a run killed while holding the directory: its record stays, the OS dropped its lock
+    (tmp_path / RUN_LOCK).write_text(json.dumps({"pid": 999999, "host": "gone", "since": 0}))
+    with claim_run_dir(tmp_path):
+        assert json.loads((tmp_path / RUN_LOCK).read_text())["pid"] == os.getpid()
+    with open(tmp_path / RUN_LOCK, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by "another run"
+        f.write(json.dumps({"pid": 4242, "host": "node7", "since": 0}))
+        f.flush()
+        with pytest.raises(FileExistsError, match=r"is in use by a live run \(pid 4242 on node7, since .*\); wait"):
+            with claim_run_dir(tmp_path):
+                pass
 
 
 def test_resume_refuses_a_checkpoint_of_another_config(tiny_cache, tmp_path):

@@ -46,6 +46,60 @@ def file_lock(path: str | os.PathLike, what: str = "") -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+RUN_LOCK = ".run.lock"
+
+
+@contextlib.contextmanager
+def claim_run_dir(run_dir: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``run_dir`` for this process: a second live run in the same directory is refused.
+
+    The claim is an advisory lock on ``run_dir/.run.lock`` that also records pid, host and start time for the
+    message. The operating system drops the lock when its process dies, however it dies, so the lock of a killed
+    run is taken over by the next one (with a warning naming the dead holder).
+    """
+    import socket
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    file = run_dir / RUN_LOCK
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield run_dir
+        return
+    with open(file, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = _holder(f.read())
+            raise FileExistsError(f"{run_dir} is in use by a live run ({holder}); wait for it to end or give this "
+                                  f"run its own hydra.run.dir") from None
+        f.seek(0)
+        if previous := f.read().strip():
+            log.warning("%s: taking over the run directory from a run that ended without releasing it (%s)",
+                        run_dir, _holder(previous))
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}))
+        f.flush()
+        try:
+            yield run_dir
+        finally:
+            f.seek(0)
+            f.truncate()
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return (f"pid {info['pid']} on {info['host']}, since "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(info['since']))}")
+    except (ValueError, KeyError, TypeError):
+        return "holder unknown"
+
+
 def _atomic(path: str | os.PathLike, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
