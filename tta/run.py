@@ -48,7 +48,15 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         log.info("%s already holds the complete results of this configuration; skipped", run_dir)
         return previous
     with claim_run_dir(run_dir), StopSignals() as stop:
-        return run_stages(cfg, run_dir, stop, t_start)
+        try:
+            record = run_stages(cfg, run_dir, stop, t_start)
+        except RunInterrupted:
+            raise
+        except Exception as e:  # the traceback stays with the run (tta.report lists it); resume.pt stays too
+            write_error(run_dir, e)
+            raise
+    (run_dir / "error.txt").unlink(missing_ok=True)  # a failure of an earlier attempt is history now
+    return record
 
 
 def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float) -> dict[str, Any]:
@@ -155,7 +163,7 @@ def user_error_line(e: BaseException) -> str | None:
                 errno.EACCES: "permission denied on{where}: choose a writable hydra.run.dir / paths.cache_dir",
                 errno.EPERM: "operation not permitted on{where}: choose a writable hydra.run.dir / paths.cache_dir",
                 errno.EROFS: "read-only file system at{where}: choose a writable hydra.run.dir / paths.cache_dir",
-                errno.ENOTDIR: "{where} is not a directory (a file is in the way): choose another path"}
+                errno.ENOTDIR: "a file is in the way of the directory{where}: choose another path"}
         return what.get(e.errno, f"{e.strerror or e} ({where.strip() or 'no file named'})").format(where=where).strip()
     return None
 
@@ -178,14 +186,12 @@ def main(cfg: DictConfig) -> None:
     except Exception as e:
         if multirun:
             raise  # the sweep callback writes error.txt and the sweep goes on with the next job
-        write_error(Path(run_dir), e)
         line = user_error_line(e)
         if line is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         log.error("%s", line)  # what the user can fix: one clear line, no stack trace
         print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
         sys.exit(2)
-    (Path(run_dir) / "error.txt").unlink(missing_ok=True)  # a failure of an earlier attempt is history now
     print_results(results)
     log.info("results written to %s", Path(run_dir) / "results.json")
 

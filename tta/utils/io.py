@@ -135,6 +135,79 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
     return _atomic(path, lambda f: torch.save(obj, f))
 
 
+class CorruptFileError(ValueError):
+    """A file that exists but cannot be read back (truncated, torn, overwritten): one line naming it."""
+
+
+def torch_load(path: str | os.PathLike, what: str, remedy: str, **kwargs: Any) -> Any:
+    """``torch.load`` whose failure on a damaged file is one :class:`CorruptFileError` line: ``what`` the file is,
+    ``path``, the reason in brief and ``remedy`` (what to do)."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, **{"map_location": "cpu", **kwargs})
+    except FileNotFoundError:
+        raise
+    except (RuntimeError, EOFError, pickle.UnpicklingError, OSError, ValueError, AttributeError, ImportError) as e:
+        reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise CorruptFileError(f"{what} {os.fspath(path)} is corrupt or truncated ({reason}); {remedy}") from e
+
+
+# Cache entries: written atomically with a sidecar ``<file>.sum`` (size and SHA-1 of the bytes), verified when read;
+# an entry that fails the check is removed with a warning and the caller rebuilds it.
+def _digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sum_file(path: Path) -> Path:
+    return path.with_name(path.name + ".sum")
+
+
+def save_cached(path: str | os.PathLike, obj: Any = None, data: bytes | None = None) -> Path:
+    """Write a cache entry (a torch object, or raw ``data`` bytes) atomically, then its checksum."""
+    path = atomic_write_bytes(path, data) if data is not None else atomic_torch_save(path, obj)
+    atomic_write_text(_sum_file(path), f"{path.stat().st_size} {_digest(path)}\n")
+    return path
+
+
+def load_cached(path: str | os.PathLike, load=None) -> Any:
+    """A cache entry read by ``load(path)`` (``torch.load`` by default), or None when it is absent or damaged (a
+    checksum or size mismatch, an unreadable file; then it is removed with a warning, for the caller to rebuild)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    problem = None
+    sums = _sum_file(path)
+    if sums.exists():  # entries written before checksums existed are only checked by reading them
+        try:
+            size, digest = sums.read_text().split()
+            if int(size) != path.stat().st_size:
+                problem = f"{path.stat().st_size} bytes where {size} were written"
+            elif digest != _digest(path):
+                problem = "checksum mismatch"
+        except (ValueError, OSError) as e:
+            problem = f"unreadable checksum ({e})"
+    if problem is None:
+        try:
+            import torch
+
+            return load(path) if load is not None else torch.load(path, map_location="cpu")
+        except Exception as e:  # noqa: BLE001 - any failure to read back means the entry is damaged
+            problem = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+    log.warning("cache entry %s is damaged (%s); rebuilding it", path, problem)
+    for file in (path, sums):
+        file.unlink(missing_ok=True)
+    return None
+
+
 def _json_default(o: Any):
     if hasattr(o, "tolist"):
         return o.tolist()
