@@ -148,6 +148,48 @@ def test_a_live_run_directory_is_refused_and_a_dead_holder_taken_over(tmp_path):
                 pass
 
 
+def test_a_crash_in_the_adapter_loss_leaves_a_resumable_checkpoint_and_error_txt(tiny_cache, tmp_path, monkeypatch):
+    from tta.adapters.tent import TentAdapter
+
+    over = tiny_overrides(tiny_cache, "adapter=tent", "batch_size=8", "checkpoint_every=1", "save.sims=true")
+    ref = run(compose("run", over), tmp_path / "ref")
+    original, calls = TentAdapter.adapt_loss, []
+
+    def crashing(self, fw, step):
+        calls.append(step)
+        if len(calls) == 7:  # step 0 of the third batch
+            raise RuntimeError("injected failure inside the loss")
+        return original(self, fw, step)
+
+    monkeypatch.setattr(TentAdapter, "adapt_loss", crashing)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run(compose("run", over), tmp_path / "cut")
+    assert _position(tmp_path / "cut" / "resume.pt") == 2  # the last completed batch
+    assert "RuntimeError: injected failure inside the loss" in (tmp_path / "cut" / "error.txt").read_text()
+    monkeypatch.undo()
+    res = run(compose("run", over), tmp_path / "cut")
+    assert res["time_s"]["resumed_at_batch"] == 2 and res["retrieval"] == ref["retrieval"]
+    assert torch.equal(torch.load(tmp_path / "ref" / "sims.pt"), torch.load(tmp_path / "cut" / "sims.pt"))
+    assert not (tmp_path / "cut" / "error.txt").exists() and not (tmp_path / "cut" / "resume.pt").exists()
+
+
+def test_a_damaged_gallery_cache_entry_is_rebuilt_with_a_warning(tiny_cache, tmp_path, caplog):
+    cache = tmp_path / "cache"  # the shared tiny cache through symlinks, with a gallery folder of its own
+    cache.mkdir()
+    for sub in Path(tiny_cache).iterdir():
+        if sub.name != "gallery":
+            (cache / sub.name).symlink_to(sub)
+    over = tiny_overrides(cache, "adapter=source")
+    first = run(compose("run", over), tmp_path / "a")
+    (entry,) = sorted((cache / "gallery").glob("*.pt"))
+    size = entry.stat().st_size
+    entry.write_bytes(entry.read_bytes()[:100])  # a torn copy
+    with caplog.at_level("WARNING"):
+        again = run(compose("run", over), tmp_path / "b")
+    assert f"cache entry {entry} is damaged" in caplog.text and "rebuilding it" in caplog.text
+    assert again["retrieval"] == first["retrieval"] and entry.stat().st_size == size
+
+
 def test_resume_refuses_a_checkpoint_of_another_config(tiny_cache, tmp_path):
     cfg = compose("run", tiny_overrides(tiny_cache, "adapter=tent", "checkpoint_every=1", "batch_size=8"))
     torch.save({"position": 1, "config": {"seed": 1}, "adapter": {}}, tmp_path / "resume.pt")
@@ -465,6 +507,30 @@ def test_wrong_architecture_checkpoint_is_a_clear_error(bad_root, official_check
     with pytest.raises(Exception, match=r"(?i)checkpoint") as info:
         run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "model.arch=ViT-B-32"), tmp_path / "r")
     assert "ViT-B-32" in str(info.value)
+
+
+def test_bad_values_and_files_are_one_line_with_exit_code_2(tiny_cache, tmp_path):
+    torn = tmp_path / "torn.pt"
+    torch.save({"format": "tta-checkpoint/1", "w": torch.zeros(10000)}, torn)
+    torn.write_bytes(torn.read_bytes()[:3000])
+    (tmp_path / "a_file").write_text("")
+    cases = {
+        "adapter=hatvtr adapter.method.hsm.alpha=nan":
+            "error: invalid value adapter.method.hsm.alpha=nan: expected a finite number > 0",
+        "data.subset=-5": "error: invalid value data.subset=-5: expected an integer >= 1, or null (every test pair)",
+        f"model.checkpoint={torn}": f"error: checkpoint {torn} is corrupt or truncated (",
+        f"hydra.run.dir={tmp_path / 'a_file' / 'run'}":
+            f"error: the output directory {tmp_path / 'a_file' / 'run'} is not writable (Not a directory); "
+            f"choose another hydra.run.dir=...",
+        f"paths.cache_dir={tmp_path / 'a_file' / 'cache'}":
+            f"error: a file is in the way of the directory {tmp_path / 'a_file' / 'cache'}: choose another path",
+    }
+    for override, message in cases.items():
+        out = subprocess.run([sys.executable, "-m", "tta.run", *tiny_overrides(tiny_cache),
+                              f"hydra.run.dir={tmp_path / 'run'}", *override.split()],
+                             capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert out.returncode == 2, (override, out.stderr[-2000:])
+        assert message in out.stderr and "Traceback" not in out.stderr, (override, out.stderr[-2000:])
 
 
 def test_cli_errors_are_one_clear_message(tmp_path):
