@@ -45,6 +45,7 @@ def test_every_numeric_option_of_every_shipped_config_has_a_rule_it_satisfies():
     assert not refused, refused
 
 
+@pytest.mark.heavy  # composes 30 configurations
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_shipped_compositions_pass(adapter):
     for extra in ([], ["task=t2v", "model=xpool", "data=msrvtt", "posthoc=qbnorm"], ["debug=tiny", "scenario=continual"]):

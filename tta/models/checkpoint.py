@@ -11,8 +11,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import TowerConfig
 from tta.utils.io import atomic_torch_save, torch_load
