@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.results import same_identity
 from tta.utils.io import atomic_torch_save
+from tta.utils.signals import RunInterrupted, StopSignals
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +53,41 @@ class ResumeFromState(L.Callback):
 
 
 class CheckpointStream(L.Callback):
-    """Write the full adapter state atomically every ``every`` batches (``resume.pt``), so a killed run resumes
-    bit-exactly from its last checkpoint."""
+    """Write the full adapter state atomically every ``every`` batches (``resume.pt``; 0 = only when stopped by a
+    signal), so a killed run resumes bit-exactly from its last checkpoint."""
 
     def __init__(self, run_dir: Path, cfg: DictConfig, every: int):
         self.file, self.every = Path(run_dir) / RESUME_FILE, int(every)
         self.config = OmegaConf.to_container(cfg, resolve=True)
 
     def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if self.every > 0 and len(pl_module.history) % self.every == 0:
+            self.save(pl_module)
+
+    def save(self, pl_module) -> int:
+        """Write the state after the batches scored so far; return their number."""
         position = len(pl_module.history)
-        if position % self.every == 0:
-            atomic_torch_save(self.file, {"position": position, "config": self.config,
-                                          "adapter": pl_module.resume_state()})
+        atomic_torch_save(self.file, {"position": position, "config": self.config, "adapter": pl_module.resume_state()})
+        return position
+
+
+class StopAtBoundary(L.Callback):
+    """End the stream at the batch boundary after a stop signal (tta/utils/signals.py), with ``resume.pt`` written
+    there, so the re-run resumes exactly where this one stopped."""
+
+    def __init__(self, stop: StopSignals, checkpoint: CheckpointStream):
+        self.stop, self.checkpoint = stop, checkpoint
+
+    def on_test_start(self, trainer, pl_module) -> None:
+        self.stop.in_stream = True
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if self.stop.signum is not None:
+            position = self.checkpoint.save(pl_module)
+            raise RunInterrupted(self.stop.signum, position, self.checkpoint.file, self.stop.requeue)
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        self.stop.in_stream = False
 
 
 class LogBatches(L.Callback):
@@ -122,17 +146,20 @@ def batch_terms(extras: dict) -> dict[str, float]:
     return out
 
 
-def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, loggers: list) -> list[L.Callback]:
+def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, loggers: list,
+                  stop: StopSignals | None = None) -> list[L.Callback]:
     """The callbacks a run's Trainer gets: the runner's own (resume, checkpoint, per-batch logging when a logger
-    is chosen) followed by those of the ``callbacks=`` group, instantiated by ``_target_``."""
+    is chosen, the stop at a batch boundary after a signal) followed by those of the ``callbacks=`` group,
+    instantiated by ``_target_``."""
     callbacks: list[L.Callback] = []
     if state is not None:
         callbacks.append(ResumeFromState(state))
-    every = int(cfg.get("checkpoint_every", 0) or 0)
-    if every > 0:
-        callbacks.append(CheckpointStream(run_dir, cfg, every))
+    checkpoint = CheckpointStream(run_dir, cfg, int(cfg.get("checkpoint_every", 0) or 0))
+    callbacks.append(checkpoint)
     if loggers:  # per-batch rows cost a top-k over the rows so far; only when someone logs them
         callbacks.append(LogBatches(k=int(cfg.hubness.k)))
+    if stop is not None:  # after the runner's others: the batch it stops after is checkpointed and logged
+        callbacks.append(StopAtBoundary(stop, checkpoint))
     return callbacks + configured_callbacks(cfg.get("callbacks"))
 
 

@@ -7,6 +7,7 @@ the stream -> scored results written to the run directory (docs/outputs.md).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -33,11 +34,14 @@ from tta.results import (
 )
 from tta.scenario import Scenario
 from tta.utils.config import print_config_tree
+from tta.utils.config_rules import validate_config
+from tta.utils.io import claim_run_dir
 from tta.utils.loggers import build_loggers, finish_loggers, log_results
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
 from tta.utils.seeding import seed_everything
-from tta.utils.sweep import register_resolvers
+from tta.utils.signals import RunInterrupted, StopSignals
+from tta.utils.sweep import register_resolvers, write_error
 
 log = logging.getLogger("tta.run")
 # trainer.precision values that keep the weights float32 (none or autocast): the gallery is encoded once in float32
@@ -50,11 +54,26 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
     check_precision(cfg)
+    validate_config(cfg)
     quiet_lightning()
     run_dir = Path(run_dir or os.getcwd())
     if cfg.get("skip_complete", False) and (previous := complete_results(run_dir, cfg)) is not None:
         log.info("%s already holds the complete results of this configuration; skipped", run_dir)
         return previous
+    with claim_run_dir(run_dir), StopSignals() as stop:
+        try:
+            record = run_stages(cfg, run_dir, stop, t_start)
+        except RunInterrupted:
+            raise
+        except Exception as e:  # the traceback stays with the run (tta.report lists it); resume.pt stays too
+            write_error(run_dir, e)
+            raise
+    (run_dir / "error.txt").unlink(missing_ok=True)  # a failure of an earlier attempt is history now
+    return record
+
+
+def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float) -> dict[str, Any]:
+    """The stages of :func:`run` in a directory this process holds, with stop signals caught."""
     reset_peak_memory()
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
@@ -71,7 +90,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
                             identity={k: v for k, v in config.items() if k not in NOT_IDENTITY})
     status = "failed"
     try:
-        adapt_s = stream(cfg, adapter, data, run_callbacks(cfg, run_dir, state, loggers), state, loggers)
+        adapt_s = stream(cfg, adapter, data, run_callbacks(cfg, run_dir, state, loggers, stop), state, loggers)
         ctx = StreamContext(cfg, scenario.shifts, data.layout, data.report, data.num_read, data.video_pairs,
                             scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy)
         n_scored = len(data.layout.queries) * len(scenario.shifts)
@@ -83,6 +102,9 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         log_results(loggers, record, run_dir, step=len(adapter.history))
         (run_dir / RESUME_FILE).unlink(missing_ok=True)  # the results are complete: nothing left to resume
         status = "finished"
+    except RunInterrupted:
+        status = "interrupted"
+        raise
     finally:
         finish_loggers(loggers, status)
     return record
@@ -153,6 +175,26 @@ def print_results(results: dict[str, Any]) -> None:
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError, VideoDecodeError)
 
 
+def user_error_line(e: BaseException) -> str | None:
+    """One line telling the user what went wrong and what to do, for errors the user can fix; None for bugs."""
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        return (f"the optional dependency {e.name!r} is not installed ({e}); install it (pip install {e.name}, or "
+                f"the tta extra that lists it) or choose an option that does not need it")
+    if isinstance(e, USER_ERRORS):
+        return str(e).replace("\n", " ")
+    if isinstance(e, OSError) and e.errno is not None:  # the file system, not the code: permissions, space, paths
+        where = f" {e.filename}" if e.filename else ""
+        what = {errno.ENOSPC: "no space left on device writing{where}: free space or point hydra.run.dir / "
+                              "paths.cache_dir at another disk",
+                errno.EDQUOT: "disk quota exceeded writing{where}: free space or use another disk",
+                errno.EACCES: "permission denied on{where}: choose a writable hydra.run.dir / paths.cache_dir",
+                errno.EPERM: "operation not permitted on{where}: choose a writable hydra.run.dir / paths.cache_dir",
+                errno.EROFS: "read-only file system at{where}: choose a writable hydra.run.dir / paths.cache_dir",
+                errno.ENOTDIR: "a file is in the way of the directory{where}: choose another path"}
+        return what.get(e.errno, f"{e.strerror or e} ({where.strip() or 'no file named'})").format(where=where).strip()
+    return None
+
+
 @hydra.main(config_path="conf", config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
@@ -160,15 +202,24 @@ def main(cfg: DictConfig) -> None:
 
     hc = HydraConfig.get()
     run_dir = hc.runtime.output_dir
+    multirun = hc.mode == RunMode.MULTIRUN
     if cfg.get("print_config", False):
         print_config_tree(cfg)
     try:
         results = run(cfg, run_dir)
-    except USER_ERRORS as e:  # what the user can fix: one clear message, no stack trace (multiruns record it)
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or hc.mode == RunMode.MULTIRUN:
+    except RunInterrupted as e:  # the state is saved: exit "interrupted, resumable" (or requeue under submitit)
+        if multirun:
+            raise  # the sweep callback records it and ends the sweep the same way
+        log.warning("%s", e)
+        e.exit()
+    except Exception as e:
+        if multirun:
+            raise  # the sweep callback writes error.txt and the sweep goes on with the next job
+        line = user_error_line(e)
+        if line is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        log.error("%s: %s", type(e).__name__, e)
-        print(f"error: {e}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
+        log.error("%s", line)  # what the user can fix: one clear line, no stack trace
+        print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
         sys.exit(2)
     print_results(results)
     log.info("results written to %s", Path(run_dir) / "results.json")

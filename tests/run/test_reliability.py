@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -74,6 +75,119 @@ def test_sigkill_mid_stream_and_resume_gives_the_uninterrupted_results(tiny_cach
     strip = lambda rows: [{k: v for k, v in r.items() if k != "adapt_s"} for r in rows]  # noqa: E731
     assert strip(ha) == strip(hb) and len(ha) == 60
     assert not (cut_dir / "resume.pt").exists()
+
+
+def _signal_when(proc: subprocess.Popen, file: Path, at_least: int, signum: int) -> int:
+    """Send ``signum`` once ``file`` holds a checkpoint of at least ``at_least`` batches; return that position."""
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if (pos := _position(file)) >= at_least:
+            proc.send_signal(signum)
+            return pos
+        time.sleep(0.02)
+    return -1
+
+
+def test_sigterm_checkpoints_at_the_batch_boundary_exits_75_and_resumes_bit_exactly(tiny_cache, tmp_path):
+    ref_dir, cut_dir = tmp_path / "ref", tmp_path / "cut"
+    ref = subprocess.run(_cli(tiny_cache, ref_dir, "checkpoint_every=0"), capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    # checkpoints every 25 batches: the one written on SIGTERM must be the batch boundary after the signal
+    proc = subprocess.Popen(_cli(tiny_cache, cut_dir, "checkpoint_every=25"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    sent_at = _signal_when(proc, cut_dir / "resume.pt", 25, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert sent_at == 25, "the run ended before it could be interrupted mid-stream"
+    assert proc.returncode == 75, out[-3000:]
+    stopped_at = _position(cut_dir / "resume.pt")
+    assert 25 < stopped_at < 50  # the boundary right after the signal, not the last periodic checkpoint
+    assert f"interrupted by SIGTERM after batch {stopped_at}; {cut_dir / 'resume.pt'} holds the state" in out
+    assert not (cut_dir / "results.json").exists()
+
+    again = subprocess.run(_cli(tiny_cache, cut_dir, "checkpoint_every=25"), capture_output=True, text=True,
+                           timeout=900, cwd=ROOT)
+    assert again.returncode == 0, again.stderr[-3000:]
+    a, b = (json.loads((d / "results.json").read_text()) for d in (ref_dir, cut_dir))
+    assert b["time_s"]["resumed_at_batch"] == stopped_at
+    assert a["retrieval"] == b["retrieval"] and a["hubness"] == b["hubness"] and a["counters"] == b["counters"]
+    assert torch.equal(torch.load(ref_dir / "sims.pt"), torch.load(cut_dir / "sims.pt"))
+
+
+def test_a_second_signal_stops_at_once(tiny_cache, tmp_path):
+    proc = subprocess.Popen(_cli(tiny_cache, tmp_path, "checkpoint_every=1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    assert _signal_when(proc, tmp_path / "resume.pt", 1, signal.SIGINT) >= 1
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert proc.returncode in (-signal.SIGINT, 75)  # killed by the second signal, unless the first one won the race
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_live_run_directory_is_refused_and_a_dead_holder_taken_over(tmp_path):
+    import fcntl
+
+    from tta.utils.io import RUN_LOCK, claim_run_dir
+
+    with claim_run_dir(tmp_path):
+        holder = json.loads((tmp_path / RUN_LOCK).read_text())
+        assert holder["pid"] == os.getpid()
+        code = ("import fcntl,sys,time; f=open(sys.argv[1],'a+'); fcntl.flock(f.fileno(), fcntl.LOCK_EX|fcntl.LOCK_NB)")
+        other = subprocess.run([sys.executable, "-c", code, str(tmp_path / RUN_LOCK)], capture_output=True, text=True)
+        assert other.returncode != 0 and "BlockingIOError" in other.stderr  # the lock is real across processes
+    # a run killed while holding the directory: its record stays, the OS dropped its lock
+    (tmp_path / RUN_LOCK).write_text(json.dumps({"pid": 999999, "host": "gone", "since": 0}))
+    with claim_run_dir(tmp_path):
+        assert json.loads((tmp_path / RUN_LOCK).read_text())["pid"] == os.getpid()
+    with open(tmp_path / RUN_LOCK, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by "another run"
+        f.write(json.dumps({"pid": 4242, "host": "node7", "since": 0}))
+        f.flush()
+        with pytest.raises(FileExistsError, match=r"is in use by a live run \(pid 4242 on node7, since .*\); wait"):
+            with claim_run_dir(tmp_path):
+                pass
+
+
+def test_a_crash_in_the_adapter_loss_leaves_a_resumable_checkpoint_and_error_txt(tiny_cache, tmp_path, monkeypatch):
+    from tta.adapters.tent import TentAdapter
+
+    over = tiny_overrides(tiny_cache, "adapter=tent", "batch_size=8", "checkpoint_every=1", "save.sims=true")
+    ref = run(compose("run", over), tmp_path / "ref")
+    original, calls = TentAdapter.adapt_loss, []
+
+    def crashing(self, fw, step):
+        calls.append(step)
+        if len(calls) == 7:  # step 0 of the third batch
+            raise RuntimeError("injected failure inside the loss")
+        return original(self, fw, step)
+
+    monkeypatch.setattr(TentAdapter, "adapt_loss", crashing)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run(compose("run", over), tmp_path / "cut")
+    assert _position(tmp_path / "cut" / "resume.pt") == 2  # the last completed batch
+    assert "RuntimeError: injected failure inside the loss" in (tmp_path / "cut" / "error.txt").read_text()
+    monkeypatch.undo()
+    res = run(compose("run", over), tmp_path / "cut")
+    assert res["time_s"]["resumed_at_batch"] == 2 and res["retrieval"] == ref["retrieval"]
+    assert torch.equal(torch.load(tmp_path / "ref" / "sims.pt"), torch.load(tmp_path / "cut" / "sims.pt"))
+    assert not (tmp_path / "cut" / "error.txt").exists() and not (tmp_path / "cut" / "resume.pt").exists()
+
+
+def test_a_damaged_gallery_cache_entry_is_rebuilt_with_a_warning(tiny_cache, tmp_path, caplog):
+    cache = tmp_path / "cache"  # the shared tiny cache through symlinks, with a gallery folder of its own
+    cache.mkdir()
+    for sub in Path(tiny_cache).iterdir():
+        if sub.name != "gallery":
+            (cache / sub.name).symlink_to(sub)
+    over = tiny_overrides(cache, "adapter=source")
+    first = run(compose("run", over), tmp_path / "a")
+    (entry,) = sorted((cache / "gallery").glob("*.pt"))
+    size = entry.stat().st_size
+    entry.write_bytes(entry.read_bytes()[:100])  # a torn copy
+    with caplog.at_level("WARNING"):
+        again = run(compose("run", over), tmp_path / "b")
+    assert f"cache entry {entry} is damaged" in caplog.text and "rebuilding it" in caplog.text
+    assert again["retrieval"] == first["retrieval"] and entry.stat().st_size == size
 
 
 def test_resume_refuses_a_checkpoint_of_another_config(tiny_cache, tmp_path):
@@ -342,7 +456,9 @@ def test_small_gallery_partial_batch_and_k(bad_root, official_checkpoints, tmp_p
     cfg = _bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "adapter=hatvtr", f"data.subset={n}",
                    f"batch_size={batch}", f"hubness.k={k}")
     if not ok:
-        with pytest.raises(BadInputError, match=r"only 5 usable test pair\(s\), but hubness.k=10 .*at most 4"):
+        # refused when the config is read (data.subset bounds the gallery), before anything is decoded
+        with pytest.raises(ValueError, match=r"hubness.k=10 must be smaller than the gallery size \(data.subset=5\).*"
+                                             r"hubness.k <= 4"):
             run(cfg, tmp_path / "r")
         return
     res = run(cfg, tmp_path / "r")
@@ -394,6 +510,30 @@ def test_wrong_architecture_checkpoint_is_a_clear_error(bad_root, official_check
     with pytest.raises(Exception, match=r"(?i)checkpoint") as info:
         run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, "model.arch=ViT-B-32"), tmp_path / "r")
     assert "ViT-B-32" in str(info.value)
+
+
+def test_bad_values_and_files_are_one_line_with_exit_code_2(tiny_cache, tmp_path):
+    torn = tmp_path / "torn.pt"
+    torch.save({"format": "tta-checkpoint/1", "w": torch.zeros(10000)}, torn)
+    torn.write_bytes(torn.read_bytes()[:3000])
+    (tmp_path / "a_file").write_text("")
+    cases = {
+        "adapter=hatvtr adapter.method.hsm.alpha=nan":
+            "error: invalid value adapter.method.hsm.alpha=nan: expected a finite number > 0",
+        "data.subset=-5": "error: invalid value data.subset=-5: expected an integer >= 1, or null (every test pair)",
+        f"model.checkpoint={torn}": f"error: checkpoint {torn} is corrupt or truncated (",
+        f"hydra.run.dir={tmp_path / 'a_file' / 'run'}":
+            f"error: the output directory {tmp_path / 'a_file' / 'run'} is not writable (Not a directory); "
+            f"choose another hydra.run.dir=...",
+        f"paths.cache_dir={tmp_path / 'a_file' / 'cache'}":
+            f"error: a file is in the way of the directory {tmp_path / 'a_file' / 'cache'}: choose another path",
+    }
+    for override, message in cases.items():
+        out = subprocess.run([sys.executable, "-m", "tta.run", *tiny_overrides(tiny_cache),
+                              f"hydra.run.dir={tmp_path / 'run'}", *override.split()],
+                             capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert out.returncode == 2, (override, out.stderr[-2000:])
+        assert message in out.stderr and "Traceback" not in out.stderr, (override, out.stderr[-2000:])
 
 
 def test_cli_errors_are_one_clear_message(tmp_path):

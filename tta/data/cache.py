@@ -32,7 +32,7 @@ import torch
 from tta.media.frames import uniform_frame_indices
 from tta.media.transforms import pad_frames
 from tta.media.video import read_all_frames, read_frames, video_frame_count, video_header
-from tta.utils.io import atomic_write_bytes
+from tta.utils.io import load_cached, save_cached
 from tta.utils.progress import progress_iter
 
 log = logging.getLogger(__name__)
@@ -104,15 +104,12 @@ class FrameCache:
         if self.root is None:
             return self.decode(path)
         file = self.root / f"{self._key(path)}.npy"
-        if file.exists():
-            try:
-                return torch.from_numpy(np.load(file))
-            except (ValueError, OSError, EOFError):
-                log.warning("frame cache entry %s is unreadable; decoding %s again", file, path)
+        if (cached := load_cached(file, np.load)) is not None:
+            return torch.from_numpy(cached)
         frames = self.decode(path)
         buf = io.BytesIO()
         np.save(buf, frames.numpy())
-        atomic_write_bytes(file, buf.getvalue())
+        save_cached(file, data=buf.getvalue())
         return frames
 
     def warm(self, paths: Sequence[str], description: str = "decoding videos", workers: int = 0) -> None:

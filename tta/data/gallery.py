@@ -19,7 +19,7 @@ from tta.data.cache import FrameCache
 from tta.data.stream import PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.models.encode import encode_texts, encode_videos
 from tta.models.retrieval import RetrievalModel
-from tta.utils.io import atomic_torch_save
+from tta.utils.io import load_cached, save_cached
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
     gshift = shift if shift.kind == side else ShiftSpec()
     gcopy = copy if shift.kind == side else None
     file = cache / "gallery" / f"{side}-{gallery_key(model, cfg, side, gshift, pairs)}.pt"
-    if file.exists() and gcopy is None:
-        return torch.load(file)
+    if gcopy is None and (cached := load_cached(file)) is not None:
+        return cached
     start = time.time()
     if side == "text":
         items = TextItems(pairs, gshift, gcopy)
@@ -67,7 +67,7 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
         feats = encode_videos(model, items.clip, len(pairs), workers=workers)
     _check_finite(feats, pairs, side, cfg)
     if gcopy is None:
-        atomic_torch_save(file, feats)
+        save_cached(file, feats)
     log.info("encoded the %s gallery (%d items) in %.1f s; cached at %s", side, len(pairs), time.time() - start, file)
     return feats
 

@@ -11,11 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import TowerConfig
-from tta.utils.io import atomic_torch_save
+from tta.utils.io import atomic_torch_save, torch_load
 
 log = logging.getLogger(__name__)
 FORMAT = "tta-checkpoint/1"
@@ -33,7 +31,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint {path} does not exist; set model.checkpoint to an existing file, "
                                 f"'auto' (embedded checkpoints are built on first use) or 'none'")
-    blob = torch.load(path, map_location="cpu", weights_only=False)
+    blob = torch_load(path, "checkpoint", "copy or convert it again (tta.models.convert), or rebuild it with "
+                      "tta.train", weights_only=False)
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise ValueError(f"{path} is not a tta checkpoint (format {FORMAT!r} expected). Official X-Pool / CLIP4Clip "
                          f"checkpoints must be converted first (tta.models.convert), plain open_clip weights go to "

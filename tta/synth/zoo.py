@@ -20,7 +20,7 @@ from tta.models.heads import MeanPHead, head_name
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import EMBEDDED
 from tta.utils.config import compose
-from tta.utils.io import file_lock
+from tta.utils.io import CorruptFileError, file_lock
 from tta.utils.paths import cache_root
 
 log = logging.getLogger(__name__)
@@ -112,5 +112,13 @@ def load_model(model_cfg: DictConfig, checkpoint: str | None = "auto", data_cfg:
     if ckpt in ("auto", "pretrained") and model_cfg.arch == EMBEDDED:
         path = ensure_embedded_checkpoint(model_cfg, data_cfg, cache, pretrained_only=ckpt == "pretrained",
                                           recipe=recipe)
-        return load_checkpoint(path, head=head_name(model_cfg))
+        try:
+            return load_checkpoint(path, head=head_name(model_cfg))
+        except CorruptFileError as e:  # a cache entry: rebuilt, not reported (a damaged pretrained one goes too)
+            log.warning("%s; rebuilding the embedded checkpoint", e)
+            with file_lock(path.with_suffix(".lock"), "the embedded checkpoint"):
+                path.unlink(missing_ok=True)
+            path = ensure_embedded_checkpoint(model_cfg, data_cfg, cache, pretrained_only=ckpt == "pretrained",
+                                              recipe=recipe)
+            return load_checkpoint(path, head=head_name(model_cfg))
     return model_from_config(model_cfg, ckpt)

@@ -46,6 +46,60 @@ def file_lock(path: str | os.PathLike, what: str = "") -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+RUN_LOCK = ".run.lock"
+
+
+@contextlib.contextmanager
+def claim_run_dir(run_dir: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``run_dir`` for this process: a second live run in the same directory is refused.
+
+    The claim is an advisory lock on ``run_dir/.run.lock`` that also records pid, host and start time for the
+    message. The operating system drops the lock when its process dies, however it dies, so the lock of a killed
+    run is taken over by the next one (with a warning naming the dead holder).
+    """
+    import socket
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    file = run_dir / RUN_LOCK
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield run_dir
+        return
+    with open(file, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = _holder(f.read())
+            raise FileExistsError(f"{run_dir} is in use by a live run ({holder}); wait for it to end or give this "
+                                  f"run its own hydra.run.dir") from None
+        f.seek(0)
+        if previous := f.read().strip():
+            log.warning("%s: taking over the run directory from a run that ended without releasing it (%s)",
+                        run_dir, _holder(previous))
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}))
+        f.flush()
+        try:
+            yield run_dir
+        finally:
+            f.seek(0)
+            f.truncate()
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return (f"pid {info['pid']} on {info['host']}, since "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(info['since']))}")
+    except (ValueError, KeyError, TypeError):
+        return "holder unknown"
+
+
 def _atomic(path: str | os.PathLike, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,6 +133,79 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> Path:
     import torch
 
     return _atomic(path, lambda f: torch.save(obj, f))
+
+
+class CorruptFileError(ValueError):
+    """A file that exists but cannot be read back (truncated, torn, overwritten): one line naming it."""
+
+
+def torch_load(path: str | os.PathLike, what: str, remedy: str, **kwargs: Any) -> Any:
+    """``torch.load`` whose failure on a damaged file is one :class:`CorruptFileError` line: ``what`` the file is,
+    ``path``, the reason in brief and ``remedy`` (what to do)."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, **{"map_location": "cpu", **kwargs})
+    except FileNotFoundError:
+        raise
+    except (RuntimeError, EOFError, pickle.UnpicklingError, OSError, ValueError, AttributeError, ImportError) as e:
+        reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise CorruptFileError(f"{what} {os.fspath(path)} is corrupt or truncated ({reason}); {remedy}") from e
+
+
+# Cache entries: written atomically with a sidecar ``<file>.sum`` (size and SHA-1 of the bytes), verified when read;
+# an entry that fails the check is removed with a warning and the caller rebuilds it.
+def _digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sum_file(path: Path) -> Path:
+    return path.with_name(path.name + ".sum")
+
+
+def save_cached(path: str | os.PathLike, obj: Any = None, data: bytes | None = None) -> Path:
+    """Write a cache entry (a torch object, or raw ``data`` bytes) atomically, then its checksum."""
+    path = atomic_write_bytes(path, data) if data is not None else atomic_torch_save(path, obj)
+    atomic_write_text(_sum_file(path), f"{path.stat().st_size} {_digest(path)}\n")
+    return path
+
+
+def load_cached(path: str | os.PathLike, load=None) -> Any:
+    """A cache entry read by ``load(path)`` (``torch.load`` by default), or None when it is absent or damaged (a
+    checksum or size mismatch, an unreadable file; then it is removed with a warning, for the caller to rebuild)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    problem = None
+    sums = _sum_file(path)
+    if sums.exists():  # entries written before checksums existed are only checked by reading them
+        try:
+            size, digest = sums.read_text().split()
+            if int(size) != path.stat().st_size:
+                problem = f"{path.stat().st_size} bytes where {size} were written"
+            elif digest != _digest(path):
+                problem = "checksum mismatch"
+        except (ValueError, OSError) as e:
+            problem = f"unreadable checksum ({e})"
+    if problem is None:
+        try:
+            import torch
+
+            return load(path) if load is not None else torch.load(path, map_location="cpu")
+        except Exception as e:  # noqa: BLE001 - any failure to read back means the entry is damaged
+            problem = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+    log.warning("cache entry %s is damaged (%s); rebuilding it", path, problem)
+    for file in (path, sums):
+        file.unlink(missing_ok=True)
+    return None
 
 
 def _json_default(o: Any):

@@ -6,13 +6,18 @@ result is lost; this callback adds what a person following a sweep needs:
 * one log line per finished job (``OK``/``FAILED``, the swept choices, R@1 and skewness, time), printed by the
   process that ran the job (the terminal for the local launcher, the job's log for submitit);
 * ``error.txt`` with the traceback in a failed job's directory, so ``tta.report`` can list the failures and a
-  re-run of the sweep (same ``hydra.sweep.dir``) repeats exactly the jobs without a complete ``results.json``.
+  re-run of the sweep (same ``hydra.sweep.dir``) repeats exactly the jobs without a complete ``results.json``;
+* a job interrupted by a signal (tta/utils/signals.py) ends the sweep with exit code 75, or requeues it under
+  submitit; its ``resume.pt`` makes the re-run continue it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,8 @@ from typing import Any
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
+
+from tta.utils.signals import RunInterrupted
 
 log = logging.getLogger("tta.sweep")
 
@@ -44,11 +51,47 @@ class SweepLines(Callback):
             log.info("job %s OK      %s  |  %s", num, name, line)
             return
         err = job_return._return_value  # the exception (reading .return_value would raise it)
-        text = "".join(traceback.format_exception(type(err), err, err.__traceback__)) if err else "unknown error"
-        job_dir.mkdir(parents=True, exist_ok=True)
-        (job_dir / "error.txt").write_text(text)
+        write_error(job_dir, err)
+        if isinstance(err, RunInterrupted):  # the sweep stops here too; re-running it resumes this job
+            log.warning("job %s INTERRUPTED  %s  |  %s", num, name, err)
+            err.exit()
         log.error("job %s FAILED  %s  |  %s: %s (traceback in %s)", num, name, type(err).__name__, err,
                   job_dir / "error.txt")
+
+
+class CheckOutputDir(Callback):
+    """Refuse, in one line and with exit code 2, an output directory that cannot be created or written, before
+    Hydra tries to write its config there (which would end in a bare traceback)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _check_writable(Path(config.hydra.run.dir), "hydra.run.dir")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _check_writable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
+
+
+def _check_writable(path: Path, key: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        reason = e.strerror or type(e).__name__
+        print(f"error: the output directory {path} is not writable ({reason}); choose another {key}=...",
+              file=sys.stderr)
+        sys.exit(2)
+
+
+def write_error(job_dir: Path, err: BaseException | None) -> None:
+    """``error.txt`` with the traceback of a failed or interrupted job (tta.report lists these)."""
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__)) if err else "unknown error"
+    try:
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / "error.txt").write_text(text)
+    except OSError as e:  # the directory itself is the problem (full, read-only): the terminal still has the error
+        log.warning("could not write %s: %s", job_dir / "error.txt", e)
 
 
 def job_dirname(override_dirname: str, identity: str = "", max_len: int = 100) -> str:

@@ -58,7 +58,7 @@ def _no_duplicate_keys(path: Path) -> Callable[[list[tuple[str, Any]]], dict]:
 def load_json_strict(path: PathLike) -> Any:
     """Loads JSON, rejecting duplicate keys (``json.load`` would silently keep the last one)."""
     path = Path(path)
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         try:
             return json.load(f, object_pairs_hook=_no_duplicate_keys(path))
         except json.JSONDecodeError as e:
@@ -67,7 +67,7 @@ def load_json_strict(path: PathLike) -> Any:
 
 def read_id_list(path: PathLike) -> list[str]:
     """Reads a one-id-per-line list (``test_list.txt``), skipping blank lines; duplicates raise ValueError."""
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         ids = [line.strip() for line in f if line.strip()]
     seen: set[str] = set()
     dups = [v for v in ids if v in seen or seen.add(v)]
@@ -106,7 +106,13 @@ class VideoLocator:
     def _build_index(self) -> dict[str, str]:
         index: dict[str, str] = {}
         if self.dir.is_dir():
-            for dirpath, _, files in os.walk(self.dir):
+            seen: set[str] = set()  # symlinked sub-folders are followed (datasets assembled from links), cycles not
+            for dirpath, dirs, files in os.walk(self.dir, followlinks=True):
+                real = os.path.realpath(dirpath)
+                if real in seen:
+                    dirs[:] = []
+                    continue
+                seen.add(real)
                 for name in sorted(files):
                     full = os.path.join(dirpath, name)
                     index.setdefault(name, full)

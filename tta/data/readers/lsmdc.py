@@ -73,7 +73,7 @@ def read_lsmdc_csv(path: PathLike, unique_clips: bool = True) -> list[VideoTextP
     """
     path = require_file(path, "LSMDC", lsmdc_layout_help(Path(path).parent))
     pairs: list[VideoTextPair] = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, 1):
             line = line.rstrip("\r\n")
             if not line.strip():

@@ -80,19 +80,23 @@ def _require_file(path: Path, root: PathLike) -> None:
 
 
 def _read_csv(path: PathLike, required: Sequence[str]) -> list[dict[str, str]]:
-    """Reads a CSV with a header, checking that the ``required`` columns exist."""
+    """Reads a CSV with a header, checking that the ``required`` columns exist.
+
+    Files as spreadsheets and Windows tools save them read the same: a UTF-8 byte-order mark (``utf-8-sig``),
+    CRLF line ends, spaces around header names, extra columns and blank (or all-empty) rows are tolerated.
+    """
     path = Path(path)
     _require_file(path, path.parent)
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
-        header = reader.fieldnames or []
+        reader.fieldnames = header = [h.strip() for h in reader.fieldnames or []]
         missing = [c for c in required if c not in header]
         if missing:
             raise ValueError(
                 f"{os.fspath(path)!r} lacks column(s) {', '.join(map(repr, missing))}; "
                 f"found {header}, expected {list(required)}."
             )
-        return list(reader)
+        return [row for row in reader if any((v or "").strip() for k, v in row.items() if k is not None)]
 
 
 def _check_unique(video_ids: Sequence[str], path: PathLike) -> None:
@@ -164,7 +168,7 @@ def read_msrvtt_data_json(path: PathLike) -> dict[str, Any]:
     """
     path = Path(path)
     _require_file(path, path.parent)
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         data = json.load(f)
     for key in ("videos", "sentences"):
         if not isinstance(data, dict) or not isinstance(data.get(key), list):

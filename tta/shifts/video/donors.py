@@ -25,7 +25,7 @@ import torch
 
 from tta.media.frames import uniform_frame_indices
 from tta.media.video import read_frames, video_frame_count
-from tta.utils.io import atomic_torch_save
+from tta.utils.io import load_cached, save_cached
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,7 @@ def pool_embeddings(paths: Sequence[str], encode: Callable[[list[str]], torch.Te
                     batch: int = 64) -> torch.Tensor:
     """(P, D) pooled embeddings of ``paths`` via ``encode(paths) -> (n, D)``, cached in ``cache_file``."""
     digest = hashlib.sha1("\n".join(paths).encode()).hexdigest()
-    if cache_file is not None and cache_file.exists():
-        saved = torch.load(cache_file)
+    if cache_file is not None and (saved := load_cached(cache_file)) is not None:
         if saved.get("paths_sha1") == digest:
             return saved["embeddings"]
         log.warning("donor pool cache %s is for another pool; re-encoding", cache_file)
@@ -96,5 +95,5 @@ def pool_embeddings(paths: Sequence[str], encode: Callable[[list[str]], torch.Te
         log.info("donor pool: encoded %d/%d videos", min(i + batch, len(paths)), len(paths))
     emb = torch.cat(out)
     if cache_file is not None:
-        atomic_torch_save(cache_file, {"paths_sha1": digest, "paths": list(paths), "embeddings": emb})
+        save_cached(cache_file, {"paths_sha1": digest, "paths": list(paths), "embeddings": emb})
     return emb
