@@ -37,9 +37,9 @@ INTERPOLATION = {"nearest": cv2.INTER_NEAREST, "linear": cv2.INTER_LINEAR, "cubi
 
 
 def luma(frames: torch.Tensor) -> torch.Tensor:
-    """OpenCV's RGB -> GRAY of uint8 (..., 3): (4899 R + 9617 G + 1868 B + 2^13) >> 14, as float (..., 1)."""
+    """OpenCV's RGB -> GRAY of uint8 (..., 3): (9798 R + 19235 G + 3735 B + 2^14) >> 15, as float (..., 1)."""
     x = frames.to(torch.int32)
-    y = (x[..., 0] * 4899 + x[..., 1] * 9617 + x[..., 2] * 1868 + 8192) >> 14
+    y = (x[..., 0] * 9798 + x[..., 1] * 19235 + x[..., 2] * 3735 + 16384) >> 15
     return y.to(torch.float32)[..., None]
 
 
