@@ -245,7 +245,7 @@ def sheet_resources(cfg: DictConfig, pairs, shown: set[str]) -> dict:
     return resources
 
 
-@hydra.main(config_path="../conf", config_name="contact_sheet", version_base="1.3")
+@hydra.main(config_path="conf", config_name="contact_sheet", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     run_contact_sheet(cfg)
 

@@ -120,6 +120,8 @@ APPROXIMATIONS: dict[str, tuple[str, str]] = {
     "passive_approx": ("passive", "rule-based active->passive voice change of 'NP V NP' clauses, not Styleformer"),
     "active_approx": ("active", "rule-based passive->active voice change of 'NP be V-pp by NP' clauses, not "
                       "Styleformer"),
+    "frost_approx": ("frost", "ImageNet-C's frost blend with a procedural frost texture (seeded per video, scaled to "
+                     "the per-channel statistics of ImageNet-C's photographs), not a crop of its frost photographs"),
 }
 #: faithful names whose implementation still departs from the reference in a documented way
 DEVIATIONS: dict[str, str] = {
@@ -127,6 +129,13 @@ DEVIATIONS: dict[str, str] = {
               "semantic filter picks the first candidate with cosine >= threshold)",
     "casual": "Styleformer re-ranks its candidates by an adequacy model; that re-ranking is not reproduced (the "
               "semantic filter picks the first candidate with cosine >= threshold)",
+    "sun_flare": "Albumentations' RandomSunFlare recipe composited in float (no uint8 rounding per disc), with a source "
+                 "radius relative to the frame and five severities of our own (Shirnin et al. give none)",
+    "grayscale": "five blend levels towards grey are our own; severity 5 is Albumentations' ToGray",
+    "downscale": "five factors are our own; severity 3 is Albumentations' Downscale default (scale 0.25)",
+    "slang": "a shipped ~60-entry lexicon of common informal English, not NL-Augmenter's subset of the Dictionary of "
+             "English Slang & Colloquialisms",
+    "yoda": "rule-based clause flip on the offline POS tagger, not NL-Augmenter's parser-based Yoda transformation",
 }
 _NOT_OPTIONS = {"frames", "text", "severity", "generator", "rng", "context", "options"}
 
