@@ -274,12 +274,13 @@ def _parser() -> argparse.ArgumentParser:
                                  epilog="\n".join(__doc__.split("\n")[5:12]))
     ap.add_argument("sources", nargs="*", help="sweep directories (outputs/experiments/<name>, outputs/sweeps/<time>, "
                                                "any tree of run directories) and/or row files (*.jsonl)")
-    ap.add_argument("--layout", choices=["paper", "pivot", "list"], default=None,
-                    help="paper: full report (default for directories); pivot (default for row files); list")
+    ap.add_argument("--layout", choices=["paper", "pivot", "list", "compare"], default=None,
+                    help="paper: full report (default for directories); pivot (default for row files); list; "
+                         "compare: paired differences to source with intervals and win/tie/loss counts")
     ap.add_argument("--out", default=None, help="paper layout: output directory (default: <sweep>/report)")
     ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "RSUM", "MdR", "MnR", "skewness"])
-    ap.add_argument("--baseline", default=None, help="paper: also compare every configuration with this one (paired "
-                                                     "intervals, win/tie/loss), besides source")
+    ap.add_argument("--baseline", default=None, help="paper and compare layouts: compare every configuration with "
+                                                     "this one (paired intervals, win/tie/loss), besides source")
     ap.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples of the paired intervals")
     ap.add_argument("--bootstrap-seed", type=int, default=BOOTSTRAP_SEED, help="seed of the paired bootstrap")
     ap.add_argument("--robustness", default=None, help=f"paper: metric of the robustness scores (default --metric; "
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
                                args.per_model, args.segments, args.sort, resamples=args.resamples,
-                               seed=args.bootstrap_seed)
+                               seed=args.bootstrap_seed, baseline=args.baseline)
     except (FileNotFoundError, ValueError) as e:
         print(f"tta.report: {e}", file=sys.stderr)
         return 2

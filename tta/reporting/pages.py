@@ -20,7 +20,7 @@ import yaml
 
 from tta.reporting.collect import load_runs
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES
-from tta.reporting.tables import Table, compare_cells, list_table, pivot_tables
+from tta.reporting.tables import Table, compare_cells, comparison_tables, list_table, pivot_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
@@ -29,7 +29,7 @@ EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
                   model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
                   segments: bool = False, sort: bool = False, title: str | None = None, resamples: int = RESAMPLES,
-                  seed: int = BOOTSTRAP_SEED) -> list[Table]:
+                  seed: int = BOOTSTRAP_SEED, baseline: str | None = None) -> list[Table]:
     """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`).
 
     Pivot cells are marked against source (and bold) from the paired intervals of the per-query ranks, computed
@@ -41,6 +41,12 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
             raise ValueError(f"no runs of model(s) {', '.join(model)} in {', '.join(map(str, sources))}")
     if layout == "list":
         return [list_table(df, sort=sort, title=title or "runs")]
+    if layout == "compare":  # the paired differences to source (or baseline), their intervals, win/tie/loss counts
+        against = baseline or "source"
+        if not (df["config"] == against).any():
+            raise ValueError(f"--baseline {against}: no such configuration in the rows")
+        comparisons, missing = compare_cells(df, against, metric, resamples, seed)
+        return comparison_tables(comparisons, missing, against, metric)
     second = None if second in (None, "none") else second
     comparisons = {}
     if metric in PAIRED_METRICS and (df["config"] == "source").any():
@@ -54,14 +60,14 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
 
 
 def table_command(sources, layout="pivot", second="skewness", model=None, bold=False, mean=False, per_model=False,
-                  segments=False, sort=False, **_) -> str:
+                  segments=False, sort=False, baseline=None, **_) -> str:
     """The ``python -m tta.report`` command line that prints the same table."""
     args = ["python -m tta.report", *map(str, sources)]
     if layout != "pivot":
         args.append(f"--layout {layout}")
     if layout == "pivot" and second != "skewness":
         args.append(f"--second {second or 'none'}")
-    args += [f"--model {m}" for m in model or []]
+    args += [f"--model {m}" for m in model or []] + ([f"--baseline {baseline}"] if baseline else [])
     args += [flag for flag, on in (("--bold", bold), ("--mean", mean), ("--per-model", per_model),
                                    ("--segments", segments), ("--sort", sort)) if on]
     return " ".join(args)
