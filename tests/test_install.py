@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tiny_overrides
+from tta.media.video import video_decoder
 from tta.run import run
 from tta.utils.config import compose
 
@@ -77,6 +78,20 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.parametrize("platform,machine,has_decord", [("linux", "x86_64", True), ("win32", "AMD64", True),
+                                                         ("linux", "aarch64", False), ("darwin", "arm64", False),
+                                                         ("darwin", "x86_64", False)])
+def test_decord_is_required_only_where_it_has_wheels(platform, machine, has_decord):
+    """decord 0.6 has wheels for x86-64 Linux and Windows (macOS only up to Python 3.8) and no sdist; PyAV always."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from packaging.requirements import Requirement
+
+    deps = [Requirement(d) for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]]
+    env = {"sys_platform": platform, "platform_machine": machine, "python_version": "3.11"}
+    wanted = {r.name for r in deps if r.marker is None or r.marker.evaluate(env)}
+    assert ("decord" in wanted) == has_decord and "av" in wanted
+
+
 def test_installed_wheel_runs_outside_the_repository(installed_venv, tiny_cache, tmp_path):
     away = tmp_path / "elsewhere"
     away.mkdir()
@@ -92,6 +107,7 @@ def test_installed_wheel_runs_outside_the_repository(installed_venv, tiny_cache,
     cli = subprocess.run([str(installed_venv), "-m", "tta.run", *overrides, f"hydra.run.dir={away / 'run'}"],
                          cwd=away, capture_output=True, text=True, timeout=600, env=_clean_env())
     assert cli.returncode == 0, cli.stderr[-3000:]
+    assert (cli.stdout + cli.stderr).count(f"video decoder: {video_decoder()}") == 1  # logged once per run
     installed = json.loads((away / "run" / "results.json").read_text())
     in_repo = run(compose("run", overrides), tmp_path / "repo")
     assert installed["retrieval"]["R@1"] == in_repo["retrieval"]["R@1"]
