@@ -8,12 +8,18 @@ from types import SimpleNamespace
 import torch
 from omegaconf import OmegaConf
 
-from tests.fixtures import tiny_model
 from tta.data.gallery import gallery_key, weights_digest
 from tta.data.stream import ShiftSpec
 
 CFG = OmegaConf.create({"data": {"name": "synth", "n_test": 4}})
 PAIRS = [SimpleNamespace(video_id=f"v{i}", caption_id=f"c{i}", caption=f"caption {i}") for i in range(4)]
+
+
+def tiny_model(seed: int = 0) -> torch.nn.Module:
+    """A small two-layer model with a 256 x 128 weight, identical for a given seed."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.GELU(), torch.nn.LayerNorm(256),
+                               torch.nn.Linear(256, 64))
 
 
 def _largest_weight(model: torch.nn.Module) -> tuple[str, torch.Tensor]:
