@@ -350,8 +350,8 @@ def device_name(accelerator: str = "auto") -> dict[str, str]:
 
 def provenance(cfg: DictConfig | None = None, started: float | None = None) -> dict[str, Any]:
     """Where and how a run was computed (results.json ``provenance``, every logger): the code's git revision
-    (absent outside a checkout), package versions, device, precision, threads, host, command line, start and end
-    time (UTC ISO; end = now)."""
+    (absent outside a checkout), package versions, video decoder, device, precision, threads, host, command line,
+    start and end time (UTC ISO; end = now)."""
     import datetime
     import shlex
     import socket
@@ -362,7 +362,9 @@ def provenance(cfg: DictConfig | None = None, started: float | None = None) -> d
         return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")
 
     trainer = (cfg.get("trainer") if cfg is not None else None) or {}
-    out: dict[str, Any] = {"git": git_revision(), "versions": versions(),
+    from tta.media.video import video_decoder
+
+    out: dict[str, Any] = {"git": git_revision(), "versions": versions(), "decoder": video_decoder(),
                            "device": device_name(str(trainer.get("accelerator", "auto"))),
                            "precision": str(trainer.get("precision", "32-true")), "threads": torch.get_num_threads(),
                            "host": socket.gethostname(), "command": shlex.join(sys.argv),

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from tta.adapters import build_adapter
 from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
 from tta.data.module import RetrievalDataModule
-from tta.media.video import VideoDecodeError
+from tta.media.video import VideoDecodeError, video_decoder
 from tta.results import (
     NOT_IDENTITY,
     StreamContext,
@@ -81,6 +81,7 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     model = scenario.load_model(cfg, cache)
     start_batch, state = resume_point(run_dir, cfg)
     data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch)
+    log.info("video decoder: %s", video_decoder())
     data.setup("test")
     adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
                             source_split=data.source_split(scenario.train_data))

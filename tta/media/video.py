@@ -6,7 +6,9 @@ docs/shifts/mlvp.md: frames are decoded at native resolution as RGB, at the 12 "
 
 Decoding uses decord (``VideoReader(path, ctx=cpu(0), num_threads=1)``, ``get_batch(...).asnumpy()``; decord's
 bridge is left at its native setting) and falls back to PyAV, which decodes sequentially and keeps the requested
-frames, whenever decord fails to open or read the file.
+frames, whenever decord fails to open or read the file. decord publishes wheels only for x86-64 Linux and Windows,
+so it is not installed elsewhere (aarch64, macOS); PyAV then decodes everything. :func:`video_decoder` names the one
+in use: each run logs it and records it in results.json (``provenance.decoder``).
 
 Frame counts: the container's count (decord's ``len``, PyAV's ``stream.frames``) can exceed the number of frames
 that actually decode by a few (the MLVP code has the same issue with OpenCV). Requested indices at or beyond the last
@@ -17,6 +19,7 @@ it raises :class:`VideoDecodeError`, with ``strict=False`` it is clamped with a 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -37,6 +40,8 @@ __all__ = [
     "read_frames",
     "read_all_frames",
     "ensure_rgb",
+    "decord_available",
+    "video_decoder",
     "MISSING_FRAMES_TOLERANCE",
     "MISSING_FRAMES_MIN",
 ]
@@ -114,9 +119,36 @@ def _as_index_list(indices: Sequence[int]) -> list[int]:
     return out
 
 
+@functools.cache
+def decord_available() -> bool:
+    """Whether decord imports (cached: a failed import would otherwise be retried for every video)."""
+    try:
+        import decord  # noqa: F401
+    except Exception:  # noqa: BLE001 - no wheel for this platform, or a broken native library
+        return False
+    return True
+
+
+@functools.cache
+def video_decoder() -> str:
+    """The decoder of ``backend="auto"`` with its version: ``"decord 0.6.0"`` (PyAV still reads the files decord
+    cannot) or ``"pyav 12.0.0"`` where decord is not installed."""
+    return f"decord {_version('decord')}" if decord_available() else f"pyav {_version('av')}"
+
+
+def _version(module: str) -> str:
+    try:
+        return str(__import__(module).__version__)
+    except Exception:  # noqa: BLE001 - PyAV is a hard dependency; a broken one fails later with its own error
+        return "missing"
+
+
 def _decord_reader(path: str):
     """Opens ``path`` with decord (CPU, one thread)."""
-    import decord  # imported lazily: decord is optional at import time
+    if not decord_available():
+        raise VideoDecodeError("decord is not installed (it has wheels for x86-64 Linux and Windows only); "
+                               "use backend='pyav' or backend='auto'")
+    import decord  # imported lazily: decord is optional
 
     return decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
 
@@ -149,10 +181,11 @@ def video_frame_count(path: PathLike) -> int:
     """
     path = os.fspath(path)
     _check_exists(path)
-    try:
-        return len(_decord_reader(path))
-    except Exception as err:  # decord raises plain RuntimeError / DECORDError
-        logger.debug("decord could not open %s (%s); trying PyAV", path, err)
+    if decord_available():
+        try:
+            return len(_decord_reader(path))
+        except Exception as err:  # decord raises plain RuntimeError / DECORDError
+            logger.debug("decord could not open %s (%s); trying PyAV", path, err)
     try:
         return _pyav_count(path)
     except VideoDecodeError:
@@ -280,7 +313,8 @@ def read_frames(
         num_frames: Number of uniform frames when ``indices`` is ``None``.
         strict: If true, a file whose decodable frames fall short of the requested indices by more than the
             tolerance (see the module docstring) raises; if false the indices are clamped with a warning.
-        backend: ``"auto"`` (decord, falling back to PyAV), ``"decord"`` or ``"pyav"`` (for tests and debugging).
+        backend: ``"auto"`` (decord, falling back to PyAV; PyAV alone where decord is not installed), ``"decord"``
+            or ``"pyav"`` (for tests and debugging).
 
     Returns:
         A ``(n, H, W, 3)`` uint8 tensor (RGB; grayscale and RGBA sources are converted).
@@ -296,7 +330,7 @@ def read_frames(
     _check_exists(path)
     idx = None if indices is None else _as_index_list(indices)
     frames = None
-    if backend != "pyav":
+    if backend == "decord" or (backend == "auto" and decord_available()):
         try:
             frames = _read_decord(path, idx, num_frames)
         except Exception as err:

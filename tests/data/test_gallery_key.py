@@ -1,0 +1,62 @@
+"""The gallery cache key (tta/data/gallery.py) hashes every weight byte: a change anywhere in a tensor gives a new key,
+the same weights always the same key."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from omegaconf import OmegaConf
+
+from tta.data.gallery import gallery_key, weights_digest
+from tta.data.stream import ShiftSpec
+
+CFG = OmegaConf.create({"data": {"name": "synth", "n_test": 4}})
+PAIRS = [SimpleNamespace(video_id=f"v{i}", caption_id=f"c{i}", caption=f"caption {i}") for i in range(4)]
+
+
+def tiny_model(seed: int = 0) -> torch.nn.Module:
+    """A small two-layer model with a 256 x 128 weight, identical for a given seed."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.GELU(), torch.nn.LayerNorm(256),
+                               torch.nn.Linear(256, 64))
+
+
+def _largest_weight(model: torch.nn.Module) -> tuple[str, torch.Tensor]:
+    return max(model.state_dict().items(), key=lambda kv: kv[1].numel())
+
+
+def test_one_element_between_the_old_samples_changes_the_key():
+    a, b = tiny_model(seed=0), tiny_model(seed=0)
+    name, weight = _largest_weight(b)
+    stride = max(1, weight.numel() // 64)
+    assert stride > 2, "the test needs a tensor with unsampled elements"
+    with torch.no_grad():  # between the positions a sampled key would read (0, stride, 2*stride, ...)
+        weight.view(-1)[stride // 2] += 1e-3
+    before = a.state_dict()[name]
+    assert torch.equal(before.flatten()[::stride], weight.flatten()[::stride]) and not torch.equal(before, weight)
+    assert weights_digest(a) != weights_digest(b)
+    assert gallery_key(a, CFG, "video", ShiftSpec(), PAIRS) != gallery_key(b, CFG, "video", ShiftSpec(), PAIRS)
+
+
+def test_key_is_stable_for_the_same_weights():
+    a, b = tiny_model(seed=0), tiny_model(seed=0)
+    assert weights_digest(a) == weights_digest(b) == weights_digest(a)
+    assert gallery_key(a, CFG, "text", ShiftSpec(), PAIRS) == gallery_key(b, CFG, "text", ShiftSpec(), PAIRS)
+    assert weights_digest(tiny_model(seed=1)) != weights_digest(a)
+
+
+def test_dtype_shape_and_name_enter_the_digest():
+    lin = torch.nn.Linear(4, 6, bias=False)
+    as_half = torch.nn.Linear(4, 6, bias=False).half()
+    with torch.no_grad():
+        as_half.weight.copy_(lin.weight)
+    assert weights_digest(lin) != weights_digest(as_half)
+    zeros = [torch.nn.Linear(4, 6, bias=False), torch.nn.Linear(6, 4, bias=False)]
+    for m in zeros:
+        torch.nn.init.zeros_(m.weight)
+    assert weights_digest(zeros[0]) != weights_digest(zeros[1])  # same bytes, other shape
+    bf16 = torch.nn.Linear(3, 3).to(torch.bfloat16)  # numpy has no bfloat16: hashed through uint8
+    scalar = torch.nn.Module()
+    scalar.register_buffer("t", torch.tensor(0.5))  # 0-d
+    assert len(weights_digest(bf16)) == len(weights_digest(scalar)) == 40
