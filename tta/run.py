@@ -35,6 +35,7 @@ from tta.results import (
 from tta.scenario import Scenario
 from tta.utils.config import print_config_tree
 from tta.utils.config_rules import validate_config
+from tta.utils.forking import fork_safe
 from tta.utils.io import claim_run_dir
 from tta.utils.loggers import build_loggers, finish_loggers, log_results
 from tta.utils.logs import quiet_lightning
@@ -117,7 +118,8 @@ def stream(cfg: DictConfig, adapter, data: RetrievalDataModule, callbacks: list,
     start = time.time()
     if data.num_batches() > 0:
         trainer = build_trainer(cfg, callbacks, loggers)
-        trainer.test(adapter, datamodule=data, verbose=False)
+        with fork_safe():  # the query stream's loader workers
+            trainer.test(adapter, datamodule=data, verbose=False)
     elif state is not None:  # interrupted after its last batch, before writing results: nothing left to stream
         adapter.setup("test")
         adapter.load_resume_state(state)

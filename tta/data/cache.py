@@ -32,6 +32,7 @@ import torch
 from tta.media.frames import uniform_frame_indices
 from tta.media.transforms import pad_frames
 from tta.media.video import read_all_frames, read_frames, video_frame_count, video_header
+from tta.utils.forking import fork_safe
 from tta.utils.io import load_cached, save_cached
 from tta.utils.progress import progress_iter
 
@@ -122,8 +123,9 @@ class FrameCache:
 
             loader = DataLoader(missing, batch_size=None, num_workers=min(workers, len(missing)),
                                 collate_fn=self._decode_entry)
-            for _ in progress_iter(loader, len(missing), description):
-                pass
+            with fork_safe():
+                for _ in progress_iter(loader, len(missing), description):
+                    pass
             return
         for p in progress_iter(missing, len(missing), description):
             self.get(p)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from tta.models.retrieval import RetrievalModel
+from tta.utils.forking import fork_safe
 
 
 @torch.no_grad()
@@ -31,8 +32,9 @@ def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n:
         from torch.utils.data import DataLoader
 
         batches = DataLoader(range(n), batch_size=batch_size, num_workers=workers, collate_fn=_Stack(load))
-    else:
-        batches = (_Stack(load)(range(i, min(n, i + batch_size))) for i in range(0, n, batch_size))
+        with fork_safe():
+            return torch.cat([model.encode_video(clips.to(device)).float() for clips in batches])
+    batches = (_Stack(load)(range(i, min(n, i + batch_size))) for i in range(0, n, batch_size))
     return torch.cat([model.encode_video(clips.to(device)).float() for clips in batches])
 
 

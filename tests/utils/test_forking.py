@@ -1,0 +1,40 @@
+"""Forked workers after OpenCV has started its thread pool: without fork_safe the workers hang (OpenCV's pool is
+inherited without its threads); with it they run and the pool is restored. In a subprocess, with a timeout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from multiprocessing import get_context
+
+    import cv2
+    import numpy as np
+
+    from tta.utils.forking import fork_safe
+
+    cv2.setNumThreads(2)
+    img = np.random.default_rng(0).random((1500, 1500), dtype=np.float32)
+    for _ in range(3):  # starts OpenCV's thread pool in this process
+        cv2.GaussianBlur(img, (31, 31), 5)
+
+    def init():
+        cv2.setNumThreads(1)  # what our worker initialisers do
+
+    def work(i):
+        return float(cv2.GaussianBlur(img[:200, :200], (5, 5), 1).sum())
+
+    with fork_safe(), get_context("fork").Pool(2, initializer=init) as pool:
+        print(len(pool.map(work, range(4))))
+    print("threads", cv2.getNumThreads())
+""")
+
+
+def test_forked_workers_run_after_opencv_used_threads():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("\n")
+    assert lines[0].strip() == "4" and "threads 2" in out.stdout  # every item done; the pool size restored
