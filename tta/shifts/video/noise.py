@@ -18,18 +18,19 @@ GAUSSIAN_SIGMA = (0.08, 0.12, 0.18, 0.26, 0.38)
 IMPULSE_AMOUNT = (0.03, 0.06, 0.09, 0.17, 0.27)
 
 
+def _field_frames(temporal_mode: str, t: int) -> int:
+    """Frames of a noise field: one per frame for ``iid``, one shared by every frame otherwise."""
+    if temporal_mode not in ("code", "static", "iid"):
+        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
+    return t if temporal_mode == "iid" else 1
+
+
 @register_video_shift("gaussian", level="low")
 def gaussian(frames: torch.Tensor, severity: int, generator: torch.Generator, temporal_mode: str = "code") -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3) with Gaussian noise of σ_severity."""
     sigma = GAUSSIAN_SIGMA[severity - 1]
     t, h, w, c = frames.shape
-    if temporal_mode in ("code", "static"):
-        shape = (1, h, w, c)
-    elif temporal_mode == "iid":
-        shape = (t, h, w, c)
-    else:
-        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
-    noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(frames.device) * sigma
+    noise = torch.randn((_field_frames(temporal_mode, t), h, w, c), generator=generator, dtype=torch.float32).to(frames.device) * sigma
     x = frames.to(torch.float32) / 255.0 + noise
     return (255.0 * x.clamp(0.0, 1.0)).to(torch.uint8)  # float -> uint8 truncates, as the reference code does
 
@@ -39,9 +40,7 @@ def impulse(frames: torch.Tensor, severity: int, generator: torch.Generator, tem
     """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3) with salt-and-pepper pixels of total fraction a_severity."""
     a = IMPULSE_AMOUNT[severity - 1]
     t, h, w, _ = frames.shape
-    if temporal_mode not in ("code", "static", "iid"):
-        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
-    u = torch.rand((t if temporal_mode == "iid" else 1, h, w, 1), generator=generator).to(frames.device)
+    u = torch.rand((_field_frames(temporal_mode, t), h, w, 1), generator=generator).to(frames.device)
     out = frames.clone()
     out = torch.where(u < a / 2, torch.zeros((), dtype=torch.uint8, device=frames.device), out)
     return torch.where(u >= 1 - a / 2, torch.full((), 255, dtype=torch.uint8, device=frames.device), out)
@@ -57,9 +56,7 @@ def gaussian_batch(frames: torch.Tensor, severity: int, generators, temporal_mod
     """uint8 (N, T, H, W, 3) -> the same, each video with its own Gaussian field (= :func:`gaussian` per video)."""
     sigma = GAUSSIAN_SIGMA[severity - 1]
     _, t, h, w, c = frames.shape
-    if temporal_mode not in ("code", "static", "iid"):
-        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
-    shape = (t if temporal_mode == "iid" else 1, h, w, c)
+    shape = (_field_frames(temporal_mode, t), h, w, c)
     noise = _fields(generators, shape, lambda s, generator: torch.randn(s, generator=generator, dtype=torch.float32),
                     frames.device) * sigma
     x = frames.to(torch.float32) / 255.0 + noise
@@ -71,8 +68,6 @@ def impulse_batch(frames: torch.Tensor, severity: int, generators, temporal_mode
     """uint8 (N, T, H, W, 3) -> the same, each video with its own salt-and-pepper mask (= :func:`impulse` per video)."""
     a = IMPULSE_AMOUNT[severity - 1]
     _, t, h, w, _ = frames.shape
-    if temporal_mode not in ("code", "static", "iid"):
-        raise ValueError(f"temporal_mode must be code, static or iid, got {temporal_mode!r}")
-    u = _fields(generators, (t if temporal_mode == "iid" else 1, h, w, 1), torch.rand, frames.device)
+    u = _fields(generators, (_field_frames(temporal_mode, t), h, w, 1), torch.rand, frames.device)
     out = torch.where(u < a / 2, torch.zeros((), dtype=torch.uint8, device=frames.device), frames)
     return torch.where(u >= 1 - a / 2, torch.full((), 255, dtype=torch.uint8, device=frames.device), out)
