@@ -165,14 +165,10 @@ def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, loggers: l
 
 def configured_callbacks(callbacks_cfg) -> list[L.Callback]:
     """The ``callbacks=`` choices (each nested under its own key, like ``logger=``), in config order."""
-    if not callbacks_cfg:
-        return []
     from hydra.utils import instantiate
 
-    out = []
-    for key, entry in callbacks_cfg.items():
-        if not OmegaConf.is_dict(entry) or not entry.get("_target_"):
-            raise ValueError(f"callbacks.{key} has no _target_: add one with +callbacks.{key}._target_=<class> "
-                             f"or choose callbacks=<name> (tta/conf/callbacks/)")
-        out.append(instantiate(entry, _convert_="all"))
-    return out
+    from tta.utils.config import nested_targets
+
+    entries = nested_targets(callbacks_cfg, "callbacks", "add one with +callbacks.<key>._target_=<class> or choose "
+                             "callbacks=<name> (tta/conf/callbacks/)")
+    return [instantiate(entry, _convert_="all") for _, entry in entries]

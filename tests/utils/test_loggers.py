@@ -98,6 +98,13 @@ def test_callbacks_group_adds_to_the_runner_callbacks():
         configured_callbacks(compose("run", ["+callbacks.bad.seconds=1"]).callbacks)
 
 
+def test_logger_entry_without_target_is_one_line(tmp_path):
+    from tta.utils.loggers import build_loggers
+
+    with pytest.raises(ValueError, match=r"logger\.bad has no _target_: choose loggers with logger=<name>"):
+        build_loggers(compose("run", ["+logger.bad.save_dir=x"]).logger, tmp_path, {}, {})
+
+
 def test_config_tree_is_printed_with_its_groups(capsys):
     from tta.utils.config import print_config_tree
 

@@ -55,3 +55,16 @@ def import_target(target: str) -> Any:
     if not module:
         raise ImportError(f"{target!r} is not a dotted path")
     return getattr(importlib.import_module(module), name)
+
+
+def nested_targets(group_cfg, group: str, hint: str) -> list[tuple[str, DictConfig]]:
+    """The entries of a group whose choices nest under their own key (``logger=[csv,wandb]``, ``callbacks=``), in
+    config order; an entry without ``_target_`` is one line naming the key and ``hint`` (how to choose instead)."""
+    from omegaconf import OmegaConf
+
+    entries = []
+    for key, entry in (group_cfg or {}).items():
+        if not OmegaConf.is_dict(entry) or not entry.get("_target_"):
+            raise ValueError(f"{group}.{key} has no _target_: {hint}")
+        entries.append((key, entry))
+    return entries

@@ -177,16 +177,13 @@ def build_loggers(logger_cfg, run_dir: str | os.PathLike, config: dict[str, Any]
                   identity: dict[str, Any]) -> list:
     """The Lightning loggers of the ``logger=`` choice(s), with their resolved config and the run's provenance as
     hyperparameters. ``save_dir`` is made relative to the run directory; W&B gets the job's stable id."""
-    if not logger_cfg:
-        return []
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
+
+    from tta.utils.config import nested_targets
 
     loggers = []
-    for key, entry in logger_cfg.items():
-        if not OmegaConf.is_dict(entry) or not entry.get("_target_"):
-            raise ValueError(f"logger.{key} has no _target_: choose loggers with logger=<name> or "
-                             f"logger=[csv,wandb] (tta/conf/logger/)")
+    for key, entry in nested_targets(logger_cfg, "logger", "choose loggers with logger=<name> or "
+                                     "logger=[csv,wandb] (tta/conf/logger/)"):
         kwargs: dict[str, Any] = {"save_dir": str(Path(run_dir) / str(entry.get("save_dir") or "."))}
         if "id" in entry and entry.id is None:
             kwargs["id"] = run_id(identity)
