@@ -425,8 +425,16 @@ def read_query_ranks(path: Path) -> dict[str, Any]:
 def same_identity(stored: dict, cfg: DictConfig) -> bool:
     """Whether a stored resolved config describes the same run as ``cfg`` (loggers, progress bars etc. aside)."""
     mine = OmegaConf.to_container(cfg, resolve=True)
-    return {k: v for k, v in mine.items() if k not in NOT_IDENTITY} == \
-        {k: v for k, v in stored.items() if k not in NOT_IDENTITY}
+    return _identity(mine) == _identity(stored)
+
+
+def _identity(config: dict) -> dict:
+    """The keys that name a run; ``data.split: test`` equals a config written before the key existed."""
+    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
+    data = out.get("data")
+    if isinstance(data, dict) and data.get("split", "test") == "test":
+        out["data"] = {k: v for k, v in data.items() if k != "split"}
+    return out
 
 
 def complete_results(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:

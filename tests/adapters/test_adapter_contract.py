@@ -85,7 +85,7 @@ def _ln_param_names(model, task: str):
 
 
 # ---------------------------------------------------------------------------------------------------- resume
-RESUMABLE = ["hatvtr", "sar", "eata", "tcr", "qbnorm"]
+RESUMABLE = ["hatvtr", "noregret", "sar", "eata", "tcr", "qbnorm"]
 
 
 @pytest.fixture(scope="module")

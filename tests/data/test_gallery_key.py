@@ -60,3 +60,15 @@ def test_dtype_shape_and_name_enter_the_digest():
     scalar = torch.nn.Module()
     scalar.register_buffer("t", torch.tensor(0.5))  # 0-d
     assert len(weights_digest(bf16)) == len(weights_digest(scalar)) == 40
+
+
+def test_the_split_key_names_no_new_test_gallery():
+    """``data.split: test`` keeps the keys written before the key existed; another split's items give other keys."""
+    model = tiny_model()
+    with_split = OmegaConf.create({"data": {"name": "synth", "n_test": 4, "split": "test"}})
+    assert gallery_key(model, with_split, "video", ShiftSpec(), PAIRS) == gallery_key(model, CFG, "video", ShiftSpec(),
+                                                                                       PAIRS)
+    val = OmegaConf.create({"data": {"name": "synth", "n_test": 4, "split": "val"}})
+    val_pairs = [SimpleNamespace(video_id=f"w{i}", caption_id=f"d{i}", caption=f"other {i}") for i in range(4)]
+    assert gallery_key(model, val, "video", ShiftSpec(), val_pairs) != gallery_key(model, CFG, "video", ShiftSpec(),
+                                                                                    PAIRS)

@@ -72,13 +72,15 @@ class RetrievalDataModule(L.LightningDataModule):
                                       self.frames, self.cache, self.copy)
 
     def _screened_layout(self) -> EvalLayout:
-        """Read the test pairs, keep the first ``data.subset``, screen bad inputs (counted) and lay them out."""
+        """Read the evaluated split's pairs (``data.split``: test, or val for development runs), keep the first
+        ``data.subset``, screen bad inputs (counted) and lay them out."""
         cfg = self.cfg
-        pairs = load_pairs(cfg.data, "test", self.cache, drop_missing=False)  # the screen counts missing videos
+        split = eval_split(cfg.data)
+        pairs = load_pairs(cfg.data, split, self.cache, drop_missing=False)  # the screen counts missing videos
         if cfg.data.subset:
             pairs = pairs[: int(cfg.data.subset)]
         if not pairs:
-            raise BadInputError(f"the test split of data={cfg.data.name} is empty; check its annotation files")
+            raise BadInputError(f"the {split} split of data={cfg.data.name} is empty; check its annotation files")
         self.num_read = len(pairs)
         inputs = cfg.get("inputs") or {}
         duplicates = inputs.get("duplicates", "error")
@@ -153,6 +155,18 @@ def loader_workers(cfg) -> int:
         return 0 if shift_device(cfg, value).type == "cuda" else value
     except ValueError as e:
         raise BadInputError(str(e)) from None
+
+
+SPLITS = ("test", "val")
+
+
+def eval_split(data_cfg: DictConfig) -> str:
+    """``data.split``: the split a run streams and retrieves from (test; val for development runs)."""
+    split = str(data_cfg.get("split") or "test")
+    if split not in SPLITS:
+        raise BadInputError(f"data.split={split} is not a split a run evaluates on; use data.split=test or "
+                            "data.split=val (the development split)")
+    return split
 
 
 def _check_gallery_size(n: int, k: int) -> None:

@@ -29,7 +29,7 @@ _VOLATILE = ("output", "progress_bar", "accelerator", "workers", "paths", "init"
 
 
 # dataset keys that do not change what a checkpoint learns (evaluation-time choices, scenario wiring)
-_DATA_VOLATILE = ("cross_source", "root_env")
+_DATA_VOLATILE = ("cross_source", "root_env", "split")
 
 
 def _recipe_key(cfg: DictConfig) -> str:
