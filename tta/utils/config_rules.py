@@ -161,6 +161,12 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("adapter.method.loss.hub_k", Int(1)),
     ("adapter.method.gate.k", Int(1)),
     ("adapter.method.gate.threshold", POSITIVE),
+    ("adapter.method.guard.k", Int(1)),
+    ("adapter.method.guard.warmup", Int(0)),
+    ("adapter.method.guard.margin", NON_NEGATIVE),
+    ("adapter.method.guard.agreement", UNIT),
+    ("adapter.method.guard.ema", Real(0, 1, lo_open=True)),
+    ("adapter.method.guard.max_rollbacks", Int(1)),
     ("adapter.method.*w_*", NON_NEGATIVE),  # loss weights: 0 switches a term off
     # ---- the other entry points (conf/train.yaml, conf/perturb.yaml, conf/contact_sheet.yaml)
     ("steps", Int(1)),
