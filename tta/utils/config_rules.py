@@ -162,7 +162,7 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("adapter.method.gate.k", Int(1)),
     ("adapter.method.gate.threshold", POSITIVE),
     ("adapter.method.guard.k", Int(1)),
-    ("adapter.method.guard.warmup", Int(0)),
+    ("adapter.method.guard.warmup", Int(1)),
     ("adapter.method.guard.margin", NON_NEGATIVE),
     ("adapter.method.guard.agreement", UNIT),
     ("adapter.method.guard.ema", Real(0, 1, lo_open=True)),
