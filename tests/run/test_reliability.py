@@ -547,3 +547,20 @@ def test_cli_errors_are_one_clear_message(tmp_path):
         out = subprocess.run([*base, f"{group}={name}"], capture_output=True, text=True, cwd=ROOT, timeout=300)
         assert out.returncode == 1 and f"Could not find '{group}/{name}'" in out.stderr, out.stderr
         assert f"Available options in '{group}'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_killed_runs_orphan_workers_delay_the_next_run_but_do_not_refuse_it(tmp_path):
+    import socket
+
+    from tta.utils.io import RUN_LOCK, claim_run_dir
+
+    # the record names a dead run of this host; a process standing in for its orphaned loader worker holds the flock
+    (tmp_path / RUN_LOCK).write_text(json.dumps({"pid": 999999, "host": socket.gethostname(), "since": 0}))
+    hold = ("import fcntl,sys,time; f=open(sys.argv[1],'a+'); fcntl.flock(f.fileno(), fcntl.LOCK_EX|fcntl.LOCK_NB);"
+            "print('held', flush=True); time.sleep(1.5)")
+    orphan = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path / RUN_LOCK)], stdout=subprocess.PIPE, text=True)
+    assert orphan.stdout.readline().strip() == "held"
+    with claim_run_dir(tmp_path):
+        assert orphan.poll() is not None  # it waited for the orphan instead of refusing
+        assert json.loads((tmp_path / RUN_LOCK).read_text())["pid"] == os.getpid()
+    orphan.wait()

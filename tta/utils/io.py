@@ -68,9 +68,7 @@ def claim_run_dir(run_dir: str | os.PathLike) -> Iterator[Path]:
         yield run_dir
         return
     with open(file, "a+") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take_lock(f, fcntl):
             f.seek(0)
             holder = _holder(f.read())
             raise FileExistsError(f"{run_dir} is in use by a live run ({holder}); wait for it to end or give this "
@@ -89,6 +87,38 @@ def claim_run_dir(run_dir: str | os.PathLike) -> Iterator[Path]:
             f.seek(0)
             f.truncate()
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _take_lock(f, fcntl, orphan_wait_s: float = 30.0) -> bool:
+    """Lock ``f`` unless a live run holds it. Forked loader workers share the flock of the run that forked them and
+    outlive a SIGKILL of it by a few seconds: when the recorded holder is a dead process of this host, wait for them."""
+    import socket
+
+    deadline = time.time() + orphan_wait_s
+    while True:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            f.seek(0)
+            try:
+                info = json.loads(f.read())
+                dead = info["host"] == socket.gethostname() and not _pid_alive(int(info["pid"]))
+            except (ValueError, KeyError, TypeError):
+                dead = False
+            if not dead or time.time() > deadline:
+                return False
+            time.sleep(0.2)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _holder(text: str) -> str:
