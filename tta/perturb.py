@@ -17,7 +17,6 @@ import io
 import logging
 import os
 import platform
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from tta.data.registry import dataset_root, load_pairs
 from tta.data.stream import ShiftSpec
 from tta.media.transforms import clip_transform
 from tta.shifts.video.mixed import is_mixed, plan_summary
-from tta.utils.forking import fork_safe
+from tta.utils.forking import fork_pool
 from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
 from tta.utils.paths import cache_root
 from tta.utils.progress import progress_iter
@@ -138,7 +137,7 @@ def perturb(cfg: DictConfig) -> Path:
         todo = range(len(pairs))
         workers = max(1, int(cfg.workers))
         if workers > 1:
-            with fork_safe(), get_context("fork").Pool(workers, initializer=_init_worker) as pool:
+            with fork_pool(workers, initializer=_init_worker) as pool:
                 results = list(progress_iter(pool.imap(_write_one, todo, chunksize=4), len(pairs), f"perturbing {shift.name}"))
         else:
             results = list(progress_iter(map(_write_one, todo), len(pairs), f"perturbing {shift.name}"))

@@ -38,3 +38,24 @@ def test_forked_workers_run_after_opencv_used_threads():
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.split("\n")
     assert lines[0].strip() == "4" and "threads 2" in out.stdout  # every item done; the pool size restored
+
+
+def _worker_handlers(_):
+    import signal
+
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+
+def test_pool_workers_drop_the_runs_stop_handler():
+    """Workers of fork_pool die on SIGTERM at once (no Python handler that a blocked worker could miss) and leave
+    Ctrl-C to the parent, even when the parent has the run's stop handler installed."""
+    import signal
+
+    from tta.utils.forking import fork_pool
+    from tta.utils.signals import StopSignals
+
+    with StopSignals():
+        assert callable(signal.getsignal(signal.SIGTERM))  # the run's handler, inherited by a plain fork
+        with fork_pool(2) as pool:
+            handlers = pool.map(_worker_handlers, range(2))
+    assert handlers == [(signal.SIG_DFL, signal.SIG_IGN)] * 2

@@ -24,14 +24,13 @@ import logging
 import os
 import shutil
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
 from tta.synth.render import STYLE_GEOMETRY, render
 from tta.synth.scene import Scene, caption, object_label, pretrain_caption, sample_scene
-from tta.utils.forking import fork_safe
+from tta.utils.forking import fork_pool
 from tta.utils.io import atomic_write_json, atomic_write_text, file_lock
 from tta.utils.progress import progress_iter
 from tta.utils.seeding import derive_seed
@@ -139,7 +138,7 @@ def _build_synth(cfg: SynthConfig, root: Path, workers: int) -> Path:
     total = cfg.n_train + cfg.n_val + cfg.n_test
     jobs = [(cfg, i, str(root)) for i in range(total)]
     if workers > 1:
-        with fork_safe(), get_context("fork").Pool(workers) as pool:
+        with fork_pool(workers) as pool:
             records = list(progress_iter(pool.imap(_make_video, jobs, chunksize=8), total, f"rendering {cfg.name}"))
     else:
         records = list(progress_iter(map(_make_video, jobs), total, f"rendering {cfg.name}"))
@@ -229,7 +228,7 @@ def _build_pretrain_corpus(cfg: PretrainConfig, root: Path, workers: int) -> Pat
     root.mkdir(parents=True)
     jobs = [(cfg, i) for i in range(cfg.n_images)]
     if workers > 1:
-        with fork_safe(), get_context("fork").Pool(workers) as pool:
+        with fork_pool(workers) as pool:
             items = list(progress_iter(pool.imap(_pretrain_item, jobs, chunksize=32), len(jobs), "pretraining corpus"))
     else:
         items = list(progress_iter(map(_pretrain_item, jobs), len(jobs), "pretraining corpus"))
