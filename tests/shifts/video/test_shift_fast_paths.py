@@ -88,3 +88,24 @@ def test_speckle_output_follows_x_plus_x_times_normal(mode):
     got = np.bincount(out.ravel(), minlength=256)
     n = out.size
     assert np.all(np.abs(got - n * law) <= 5 * np.sqrt(n * law * (1 - law)) + 2)
+
+
+@pytest.mark.parametrize("shape", [(3, 48, 64), (2, 37, 51)])
+def test_jpeg_through_opencv_equals_pillow(shape):
+    """The authors' Pillow save/load at each quality gives the same pixels as the OpenCV path."""
+    import io
+
+    from PIL import Image
+
+    from tta.shifts.video.schiappa_digital import JPEG_QUALITY
+
+    rng = np.random.default_rng(3)
+    smooth = np.cumsum(rng.integers(-6, 7, (*shape, 3)), axis=2)
+    x = torch.from_numpy(np.clip(smooth + 128, 0, 255).astype(np.uint8))
+    for severity, quality in enumerate(JPEG_QUALITY, start=1):
+        expected = []
+        for frame in x.numpy():
+            buf = io.BytesIO()
+            Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
+            expected.append(np.asarray(Image.open(buf).convert("RGB")))
+        assert np.array_equal(perturb_video(x, "schiappa_jpeg", severity, 0).numpy(), np.stack(expected)), severity
