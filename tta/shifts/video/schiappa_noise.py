@@ -25,7 +25,7 @@ value, so shot noise has no static form. All frames are processed at once as (T,
 Speckle noise and zoom blur have exact vectorised twins over a batch of videos (shot noise's Poisson draw needs the
 rate, so it stays per video).
 
-Sampling (docs/shifts/robustness-video.md, "Speed"): both noises are drawn by inversion from one uniform 16-bit integer
+Sampling (docs/shifts/mlvp.md, "Speed"): both noises are drawn by inversion from one uniform 16-bit integer
 k per value (NumPy generator derived from the item's torch generator), which is several times cheaper than a
 float Poisson or Gaussian draw. Speckle: N(0, 1) is Φ⁻¹((k + ½)/2¹⁶) (|n| <= 4.3; the tails beyond carry
 1.7e-5 of the mass). Shot: one table per rate c gives the output grey level of every (pixel value, k), the
