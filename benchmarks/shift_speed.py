@@ -178,7 +178,7 @@ def main() -> None:
         if name not in registered:
             notes.append(f"{name}: not registered in this checkout, skipped")
             continue
-        ic_name = PAIRS.get(name) if not options else None
+        ic_name = PAIRS.get(name)
         try:
             cells = measure(name, options, clip, seeds, args, ic_name and corrupt, cuda)
         except (ValueError, ImportError, RuntimeError) as err:  # needs run resources (donor pool, weights, ...)

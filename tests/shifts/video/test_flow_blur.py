@@ -66,8 +66,10 @@ def test_default_driver_matches_the_per_frame_reference(severity):
 def test_shared_dft_correlation_matches_filter2d(kernels):
     """Two blurs through one forward DFT per plane: <= 1 grey level from filter2D, on < 0.01 % of values."""
     clip = scene(t=12).numpy()
-    ref = np.stack([cv2.filter2D(f, -1, k, borderType=cv2.BORDER_REFLECT_101) for f, k in zip(clip, kernels)])
-    for out in correlate_pair(clip, [kernels, [disk_kernel(12)] * 12])[:1]:
+    sets = [kernels, [disk_kernel(12)] * 12]
+    for out, ks in zip(correlate_pair(clip, sets), sets, strict=True):
+        ref = np.stack([cv2.filter2D(f, -1, k, borderType=cv2.BORDER_REFLECT_101)
+                        for f, k in zip(clip, ks, strict=True)])
         diff = np.abs(out.astype(int) - ref)
         assert out.dtype == np.uint8 and diff.max() <= 1 and (diff > 0).mean() < 1e-4
 

@@ -26,7 +26,6 @@ that is similar to MPEG1." All three are real codecs here:
 
 from __future__ import annotations
 
-import io
 from fractions import Fraction
 
 import numpy as np
