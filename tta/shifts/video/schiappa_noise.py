@@ -21,7 +21,8 @@ corner-aligned: SciPy ``zoom(order=1)``) and centre-trimmed to H × W; the zoom 
 
 Temporal mode: the authors' code draws a fresh noise field for every frame (``iid``, default). ``static`` (speckle
 only) draws one N(0, σ²) field per video, as MLVP does for its Gaussian noise; Poisson noise depends on the pixel
-value, so shot noise has no static form. All frames are processed at once as (T, H, W, 3) tensors. Group A.
+value, so shot noise has no static form. Zoom blur processes all frames at once; the two noises go frame by frame
+on the CPU (see "Sampling" below). Group A.
 Speckle noise and zoom blur have exact vectorised twins over a batch of videos (shot noise's Poisson draw needs the
 rate, so it stays per video).
 
