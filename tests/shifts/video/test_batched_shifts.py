@@ -12,6 +12,7 @@ from tta.shifts.registry import _VIDEO, get_shift
 TWINS = sorted(n for n, info in _VIDEO.items() if info.batched is not None)
 OPTIONS = {"gaussian": {"temporal_mode": "iid"}, "impulse": {"temporal_mode": "iid"},
            "schiappa_speckle_noise": {"temporal_mode": "static"}}
+DETERMINISTIC = {"schiappa_zoom_blur", "brightness", "contrast", "grayscale"}  # no randomness: seeds change nothing
 
 
 def batch(n: int = 3) -> torch.Tensor:
@@ -19,8 +20,8 @@ def batch(n: int = 3) -> torch.Tensor:
 
 
 def test_the_expected_shifts_have_twins():
-    assert {"gaussian", "impulse", "fog", "elastic_distortion", "schiappa_speckle_noise",
-            "schiappa_zoom_blur"} <= set(TWINS)
+    assert {"gaussian", "impulse", "fog", "elastic_distortion", "schiappa_speckle_noise", "schiappa_zoom_blur",
+            "frost_approx", "brightness", "contrast", "grayscale", "snow_approx"} <= set(TWINS)
 
 
 @pytest.mark.parametrize("name", TWINS)
@@ -36,7 +37,7 @@ def test_twin_equals_the_reference_clip_by_clip(name, severity):
         assert out.shape == clips.shape and torch.equal(out, ref)
 
 
-@pytest.mark.parametrize("name", [n for n in TWINS if n != "schiappa_zoom_blur"])
+@pytest.mark.parametrize("name", [n for n in TWINS if n not in DETERMINISTIC])
 def test_batches_are_deterministic_per_seed(name):
     clips = batch(2)
     a = perturb_video(clips, name, 3, [1, 2])

@@ -14,6 +14,7 @@ from tta.shifts.video.flow_blur import (
     FARNEBACK,
     MOTION_LENGTHS,
     _correlate_torch,
+    correlate_pair,
     disk_kernel,
     high_motion_mask,
     line_kernel,
@@ -52,10 +53,25 @@ def reference_motion_blur(frames: np.ndarray, severity: int, n: int = 12) -> np.
 
 
 @pytest.mark.parametrize("severity", [1, 5])
-def test_default_driver_is_bit_identical_to_the_per_frame_reference(severity):
+def test_default_driver_matches_the_per_frame_reference(severity):
+    """Same flow and mask; the shared-DFT blurs differ from filter2D by <= 1 grey level on rounding ties only."""
     clip = scene()
-    out = perturb_video(clip, "motion_blur", severity, 0, context=ShiftContext(num_frames=12))
-    assert np.array_equal(out.numpy(), reference_motion_blur(clip.numpy(), severity))
+    out = perturb_video(clip, "motion_blur", severity, 0, context=ShiftContext(num_frames=12)).numpy()
+    diff = np.abs(out.astype(int) - reference_motion_blur(clip.numpy(), severity))
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-4
+
+
+@pytest.mark.parametrize("kernels", [[line_kernel(25, 15.0 * i) for i in range(12)], [disk_kernel(10)] * 12,
+                                     [disk_kernel(20)] * 12, [disk_kernel(3)] * 12])
+def test_shared_dft_correlation_matches_filter2d(kernels):
+    """Two blurs through one forward DFT per plane: <= 1 grey level from filter2D, on < 0.01 % of values."""
+    clip = scene(t=12).numpy()
+    sets = [kernels, [disk_kernel(12)] * 12]
+    for out, ks in zip(correlate_pair(clip, sets), sets, strict=True):
+        ref = np.stack([cv2.filter2D(f, -1, k, borderType=cv2.BORDER_REFLECT_101)
+                        for f, k in zip(clip, ks, strict=True)])
+        diff = np.abs(out.astype(int) - ref)
+        assert out.dtype == np.uint8 and diff.max() <= 1 and (diff > 0).mean() < 1e-4
 
 
 def test_grouped_torch_convolution_matches_filter2d_within_one_grey_level():

@@ -17,7 +17,8 @@ it to every frame (docs/shifts/robustness-video.md):
 * ``contrast`` c = 0.4, 0.3, 0.2, 0.1, 0.05: per frame and channel, y = (x - mean)·c + mean.
 * ``pixelate`` c = 0.6, 0.5, 0.4, 0.3, 0.25: PIL box downsampling to ⌊c·W⌋ × ⌊c·H⌋, nearest upsampling back.
 
-Brightness, contrast and pixelate have no randomness (the same operation on every frame).
+Brightness, contrast and pixelate have no randomness (the same operation on every frame). Frost, brightness and
+contrast have exact vectorised twins over a batch of videos (one frost texture per video, drawn from its own generator).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import numpy_rng, to_uint8, to_unit
 from tta.shifts.video.weather import plasma_fractal
 
@@ -165,6 +166,15 @@ def frost_approx(frames: torch.Tensor, severity: int, generator: torch.Generator
     return to_uint8((a * frames.to(torch.float32) + b * tex) / 255.0)
 
 
+@register_batched("frost_approx", exact=True)
+def frost_approx_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same; each video's frost texture from its own generator (= :func:`frost_approx`)."""
+    a, b = FROST[severity - 1]
+    h, w = frames.shape[2:4]
+    tex = np.stack([frost_texture(h, w, numpy_rng(g)).astype(np.float32) for g in generators])
+    return to_uint8((a * frames.to(torch.float32) + b * torch.from_numpy(tex).to(frames.device)[:, None]) / 255.0)
+
+
 @register_video_shift("brightness", level="low")
 def brightness(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8; HSV value raised by c (hue and saturation kept).
@@ -187,6 +197,17 @@ def contrast(frames: torch.Tensor, severity: int, generator: torch.Generator) ->
     x = to_unit(frames)
     mean = x.mean(dim=(1, 2), keepdim=True)
     return to_uint8((x - mean) * c + mean)
+
+
+def _per_frame_twin(fn):
+    """The batched twin of a shift without randomness that acts on each frame alone: all frames in one call."""
+    def twin(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
+        return fn(frames.flatten(0, 1), severity, generators[0]).view(frames.shape)
+    return twin
+
+
+register_batched("brightness", exact=True)(_per_frame_twin(brightness))
+register_batched("contrast", exact=True)(_per_frame_twin(contrast))
 
 
 @register_video_shift("pixelate", level="low")

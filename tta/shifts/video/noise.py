@@ -38,12 +38,21 @@ def gaussian(frames: torch.Tensor, severity: int, generator: torch.Generator, te
 @register_video_shift("impulse", level="low")
 def impulse(frames: torch.Tensor, severity: int, generator: torch.Generator, temporal_mode: str = "code") -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3) with salt-and-pepper pixels of total fraction a_severity."""
-    a = IMPULSE_AMOUNT[severity - 1]
     t, h, w, _ = frames.shape
-    u = torch.rand((_field_frames(temporal_mode, t), h, w, 1), generator=generator).to(frames.device)
+    u = torch.rand((_field_frames(temporal_mode, t), h, w, 1), generator=generator)
+    return _salt_and_pepper(frames, u, IMPULSE_AMOUNT[severity - 1])
+
+
+def _salt_and_pepper(frames: torch.Tensor, u: torch.Tensor, a: float) -> torch.Tensor:
+    """uint8 (T, H, W, 3) and a uniform field (1 or T, H, W, 1) -> frames with pixels u < a/2 set to 0 and
+    u >= 1 - a/2 set to 255 (all channels). Only the a·H·W chosen pixels are written: no full-size comparisons."""
+    t, h, w, _ = frames.shape
     out = frames.clone()
-    out = torch.where(u < a / 2, torch.zeros((), dtype=torch.uint8, device=frames.device), out)
-    return torch.where(u >= 1 - a / 2, torch.full((), 255, dtype=torch.uint8, device=frames.device), out)
+    flat = out.view(t, h * w, 3) if u.shape[0] == 1 else out.view(t * h * w, 3)
+    u = u.flatten()
+    for hit, value in ((u < a / 2, 0), (u >= 1 - a / 2, 255)):
+        flat.index_fill_(1 if u.numel() == h * w else 0, hit.nonzero().flatten().to(frames.device), value)
+    return out
 
 
 def _fields(generators, shape: tuple, draw, device) -> torch.Tensor:
@@ -68,6 +77,6 @@ def impulse_batch(frames: torch.Tensor, severity: int, generators, temporal_mode
     """uint8 (N, T, H, W, 3) -> the same, each video with its own salt-and-pepper mask (= :func:`impulse` per video)."""
     a = IMPULSE_AMOUNT[severity - 1]
     _, t, h, w, _ = frames.shape
-    u = _fields(generators, (_field_frames(temporal_mode, t), h, w, 1), torch.rand, frames.device)
-    out = torch.where(u < a / 2, torch.zeros((), dtype=torch.uint8, device=frames.device), frames)
-    return torch.where(u >= 1 - a / 2, torch.full((), 255, dtype=torch.uint8, device=frames.device), out)
+    shape = (_field_frames(temporal_mode, t), h, w, 1)
+    return torch.stack([_salt_and_pepper(clip, torch.rand(shape, generator=g), a)
+                        for clip, g in zip(frames, generators, strict=True)])

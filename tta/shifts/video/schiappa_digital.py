@@ -26,7 +26,6 @@ that is similar to MPEG1." All three are real codecs here:
 
 from __future__ import annotations
 
-import io
 from fractions import Fraction
 
 import numpy as np
@@ -46,17 +45,22 @@ MPEG_FPS = 25  # a legal MPEG-1 frame rate; with a fixed quantiser the rate does
 
 @register_video_shift("schiappa_jpeg", level="low")
 def jpeg(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
-    """Per-frame JPEG at quality 25/18/15/10/7 (Pillow). frames: uint8 (T, H, W, 3) -> same shape."""
-    from PIL import Image
+    """Per-frame JPEG at quality 25/18/15/10/7. frames: uint8 (T, H, W, 3) -> same shape.
 
-    quality = JPEG_QUALITY[severity - 1]
-    out = []
-    for frame in frames.cpu().numpy():
-        buf = io.BytesIO()
-        Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
-        buf.seek(0)
-        out.append(np.asarray(Image.open(buf).convert("RGB")))
-    return torch.from_numpy(np.stack(out)).to(frames.device)
+    The authors save with Pillow; OpenCV's encoder and decoder (libjpeg-turbo as well, same IJG quantisation
+    tables, 4:2:0, islow DCT) give the same bytes back at about twice the speed, without file objects
+    (``tests/shifts/video/test_shift_fast_paths.py`` checks the equality against Pillow).
+    """
+    import cv2
+
+    params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY[severity - 1]]
+    out = np.empty_like(frames.cpu().numpy())
+    for src, dst in zip(frames.cpu().numpy(), out, strict=True):
+        ok, buf = cv2.imencode(".jpg", cv2.cvtColor(src, cv2.COLOR_RGB2BGR), params)
+        if not ok:
+            raise RuntimeError("OpenCV could not encode a frame as JPEG")
+        cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB, dst=dst)
+    return torch.from_numpy(out).to(frames.device)
 
 
 def mpeg_roundtrip(frames: np.ndarray, codec: str, qscale: int) -> np.ndarray:

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 import torch
 
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import numpy_rng, to_uint8
 
 GRAY_ALPHA = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -49,6 +49,12 @@ def grayscale(frames: torch.Tensor, severity: int, generator: torch.Generator) -
     alpha = GRAY_ALPHA[severity - 1]
     x = frames.to(torch.float32)
     return to_uint8(((1 - alpha) * x + alpha * luma(frames)) / 255.0)
+
+
+@register_batched("grayscale", exact=True)
+def grayscale_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
+    """uint8 (N, T, H, W, 3) -> the same: every frame of every video through :func:`grayscale` at once."""
+    return grayscale(frames, severity, generators[0])
 
 
 @register_video_shift("downscale", level="low")
