@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.features import FeatureSet, write_features
 from tta.data.module import RetrievalDataModule, loader_workers
+from tta.data.sharding import gallery_ranks
 from tta.data.stream import VideoItems
 from tta.models.encode import EncodeSetting, encode_texts, encode_videos
 from tta.run import check_precision, user_error_line
@@ -41,7 +42,8 @@ def export(cfg: DictConfig, out: str | Path) -> Path:
     scenario = Scenario.from_config(cfg)
     model = scenario.load_model(cfg, cache)
     data = RetrievalDataModule(cfg, scenario.shifts, model, cache)
-    data.setup("test")
+    with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
+        data.setup("test")
     setting = EncodeSetting.of_trainer(cfg.trainer, loader_workers(cfg))
     queries = torch.stack([encode_segment(model, items, setting, int(cfg.batch_size))
                            for items in data.query_segments()])

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from tta.adapters import build_adapter
 from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
 from tta.data.module import RetrievalDataModule
+from tta.data.sharding import gallery_ranks, num_ranks
 from tta.media.video import VideoDecodeError, video_decoder
 from tta.results import (
     NOT_IDENTITY,
@@ -124,7 +125,8 @@ def build_data(cfg: DictConfig, scenario: Scenario, cache: Path, start_batch: in
     model = scenario.load_model(cfg, cache)
     data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch)
     log.info("video decoder: %s", video_decoder())
-    data.setup("test")
+    with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
+        data.setup("test")
     return model, data
 
 
@@ -159,8 +161,9 @@ def check_precision(cfg: DictConfig) -> None:
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):
     """The Lightning Trainer of ``trainer=`` (any Trainer flag), with the run's callbacks and loggers."""
+    single = {"devices": 1, "strategy": "auto"} if num_ranks(cfg) > 1 else {}  # the stream runs on rank 0 alone
     try:
-        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **single)
     except (ValueError, TypeError, RuntimeError) as e:  # a flag Lightning refuses (e.g. an unknown precision)
         raise ValueError(f"trainer config rejected by Lightning: {e}") from e
 

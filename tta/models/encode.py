@@ -150,7 +150,7 @@ def gather_shards(part: torch.Tensor, n: int) -> torch.Tensor:
 
     world = dist.get_world_size()
     sizes = [len(shard(n, r, world)) for r in range(world)]
-    backend_device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    backend_device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
     padded = torch.zeros((max(sizes), *part.shape[1:]), dtype=part.dtype, device=backend_device)
     padded[:len(part)] = part.to(backend_device)
     parts = [torch.empty_like(padded) for _ in range(world)]
