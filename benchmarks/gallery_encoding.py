@@ -1,0 +1,123 @@
+"""Gallery encoding time on the embedded benchmark: the in-process loop against tta.models.encode's path.
+
+    python benchmarks/gallery_encoding.py                      # 200 t2v gallery videos, CPU
+    python benchmarks/gallery_encoding.py --n 1000 --ranks 2 model=xpool   # any tta.run override after the options
+
+The reference is the loop the donor pool and the clean evaluation used: each clip decoded and transformed in the
+main process, batches of 32 encoded on the CPU in float32. The path under test is
+:func:`tta.models.encode.encode_videos` with the run's ``loader_workers`` (decoding in DataLoader workers while
+the model encodes), on the Trainer's device and precision (CPU float32 and bf16-mixed; CUDA when present), and
+``--ranks N`` processes over torch.distributed (:mod:`tta.data.sharding`; the full data set-up of a run). Every
+variant decodes from the MP4 files into a fresh frame cache ("cold"), then once more from that cache ("warm").
+Ratios are to the reference in the same run; "max |diff|" is the largest deviation from its features.
+The weights do not matter for the timing, so the default is the zero-shot model (``scenario=zeroshot``), which
+needs only the pretrained embedded towers. This is a measurement script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tta.data.cache import FrameCache  # noqa: E402
+from tta.data.module import RetrievalDataModule, loader_workers  # noqa: E402
+from tta.data.registry import load_pairs  # noqa: E402
+from tta.data.sharding import gallery_ranks  # noqa: E402
+from tta.media.transforms import clip_transform  # noqa: E402
+from tta.models.encode import EncodeSetting, PathClips, encode_videos  # noqa: E402
+from tta.scenario import Scenario  # noqa: E402
+from tta.utils.config import compose  # noqa: E402
+from tta.utils.paths import cache_root  # noqa: E402
+
+
+@torch.no_grad()
+def reference(model, paths: list[str], frames: FrameCache, batch: int = 32) -> torch.Tensor:
+    """The in-process loop: decode, transform and encode in the main process, CPU, float32."""
+    out = []
+    for i in range(0, len(paths), batch):
+        clips = torch.stack([clip_transform(frames.get(p), model.image_size) for p in paths[i:i + batch]])
+        out.append(model.encode_video(clips).float())
+    return torch.cat(out)
+
+
+def timed(fn) -> tuple[float, torch.Tensor]:
+    start = time.perf_counter()
+    feats = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, feats
+
+
+def variants(workers: int) -> list[tuple[str, EncodeSetting]]:
+    out = [(f"encode_videos, {workers} workers, cpu 32-true", EncodeSetting("cpu", "32-true", workers)),
+           (f"encode_videos, {workers} workers, cpu bf16-mixed", EncodeSetting("cpu", "bf16-mixed", workers))]
+    if torch.cuda.is_available():
+        out += [(f"encode_videos, {workers} workers, cuda 32-true", EncodeSetting("cuda:0", "32-true", workers)),
+                (f"encode_videos, {workers} workers, cuda bf16-mixed", EncodeSetting("cuda:0", "bf16-mixed", workers))]
+    return out
+
+
+def sharded_setup(cfg_overrides: list[str], cache: Path, scratch: Path, ranks: int) -> float:
+    """Seconds of a run's data set-up (screening, warm decoding, gallery) with ``ranks`` processes, cold caches."""
+    run_cache = scratch / f"ranks{ranks}"
+    run_cache.mkdir()
+    for name in ("checkpoints", "data", "text"):  # the benchmark and models; frames and gallery start empty
+        if (cache / name).exists():
+            (run_cache / name).symlink_to(cache / name)
+    cfg = compose("run", [*cfg_overrides, f"paths.cache_dir={run_cache}", f"trainer.devices={ranks}",
+                          f"trainer.strategy={'ddp' if ranks > 1 else 'auto'}"])
+    scenario = Scenario.from_config(cfg)
+    data = RetrievalDataModule(cfg, scenario.shifts, scenario.load_model(cfg, run_cache), run_cache)
+    start = time.perf_counter()
+    with gallery_ranks(cfg):
+        data.setup("test")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=200, help="gallery videos (the first N test pairs)")
+    parser.add_argument("--ranks", type=int, default=0, help="also time the data set-up with 1 and N processes")
+    args, overrides = parser.parse_known_args()
+    overrides = ["scenario=zeroshot", "model=clip", "task=t2v", f"data.subset={args.n}", *overrides]
+    cfg = compose("run", overrides)
+    cache = cache_root(cfg.paths.cache_dir)
+    model = Scenario.from_config(cfg).load_model(cfg, cache).eval()
+    paths = [p.video_path for p in load_pairs(cfg.data, "test", cache)[: args.n]]
+    workers = loader_workers(cfg)
+    print(f"{len(paths)} gallery videos, {cfg.data.num_frames} frames, model {cfg.model.name} ({cfg.model.arch}), "
+          f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+          f"loader_workers={workers}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tta-gallery-bench-") as tmp:
+        scratch = Path(tmp)
+        frames = FrameCache(scratch / "frames-reference", cfg.data.num_frames)
+        ref_cold, ref = timed(lambda: reference(model, paths, frames))
+        ref_warm, _ = timed(lambda: reference(model, paths, frames))
+        rows.append(("in-process loop, cpu 32-true (reference)", ref_cold, ref_warm, 0.0))
+        for k, (name, setting) in enumerate(variants(workers)):
+            frames = FrameCache(scratch / f"frames-{k}", cfg.data.num_frames)
+            load = PathClips(frames, paths, model.image_size)
+            cold, feats = timed(lambda s=setting, ld=load: encode_videos(model, ld, len(paths), setting=s))
+            warm, _ = timed(lambda s=setting, ld=load: encode_videos(model, ld, len(paths), setting=s))
+            rows.append((name, cold, warm, float((feats - ref).abs().max())))
+        print(f"\n| path | cold s | cold ratio | warm s | warm ratio | max abs diff |\n|---|---|---|---|---|---|")
+        for name, cold, warm, diff in rows:
+            print(f"| {name} | {cold:.2f} | {ref_cold / cold:.2f}x | {warm:.2f} | {ref_warm / warm:.2f}x | {diff:.1e} |")
+        if args.ranks > 1:
+            one = sharded_setup(overrides, cache, scratch, 1)
+            many = sharded_setup(overrides, cache, scratch, args.ranks)
+            print(f"\ndata set-up (screening, decoding, gallery; cold): 1 process {one:.2f} s, {args.ranks} processes "
+                  f"{many:.2f} s ({one / many:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
