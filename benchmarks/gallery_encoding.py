@@ -109,7 +109,7 @@ def main() -> None:
             cold, feats = timed(lambda s=setting, ld=load: encode_videos(model, ld, len(paths), setting=s))
             warm, _ = timed(lambda s=setting, ld=load: encode_videos(model, ld, len(paths), setting=s))
             rows.append((name, cold, warm, float((feats - ref).abs().max())))
-        print(f"\n| path | cold s | cold ratio | warm s | warm ratio | max abs diff |\n|---|---|---|---|---|---|")
+        print("\n| path | cold s | cold ratio | warm s | warm ratio | max abs diff |\n|---|---|---|---|---|---|")
         for name, cold, warm, diff in rows:
             print(f"| {name} | {cold:.2f} | {ref_cold / cold:.2f}x | {warm:.2f} | {ref_warm / warm:.2f}x | {diff:.1e} |")
         if args.ranks > 1:
