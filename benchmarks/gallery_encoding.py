@@ -10,8 +10,8 @@ the model encodes), on the Trainer's device and precision (CPU float32 and bf16-
 ``--ranks N`` processes over torch.distributed (:mod:`tta.data.sharding`; the full data set-up of a run). Every
 variant decodes from the MP4 files into a fresh frame cache ("cold"), then once more from that cache ("warm").
 Ratios are to the reference in the same run; "max |diff|" is the largest deviation from its features.
-The weights do not matter for the timing, so the default is the zero-shot model (``scenario=zeroshot``), which
-needs only the pretrained embedded towers. This is a measurement script, not a test.
+The weights do not matter for the timing, so the model is the embedded architecture with random weights
+(``model.checkpoint=none``): nothing is trained or read from the checkpoint cache. This is a measurement script, not a test.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200, help="gallery videos (the first N test pairs)")
     parser.add_argument("--ranks", type=int, default=0, help="also time the data set-up with 1 and N processes")
     args, overrides = parser.parse_known_args()
-    overrides = ["scenario=zeroshot", "model=clip", "task=t2v", f"data.subset={args.n}", *overrides]
+    overrides = ["model.checkpoint=none", "task=t2v", f"data.subset={args.n}", *overrides]
     cfg = compose("run", overrides)
     cache = cache_root(cfg.paths.cache_dir)
     model = Scenario.from_config(cfg).load_model(cfg, cache).eval()

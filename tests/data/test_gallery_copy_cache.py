@@ -50,6 +50,15 @@ def test_from_copy_gallery_is_cached_and_read_back(tmp_path, monkeypatch):
         gallery.encode_gallery(model, pairs, CFG, SHIFT, frames, tmp_path / "cache", other)
 
 
+def test_copy_with_model_chosen_donors_is_never_cached(tmp_path):
+    model = tiny_model()
+    pairs = [SimpleNamespace(video_id=f"v{i}", caption=f"c {i}", caption_id=f"c{i}", video_path=None) for i in range(3)]
+    copy = _write_copy(tmp_path / "copy", pairs, donor_pool={"size": 10, "model": "clip4clip"})
+    assert gallery.copy_identity(copy) is None
+    gallery.encode_gallery(model, pairs, CFG, SHIFT, FrameCache(None, TINY_FRAMES), tmp_path / "cache", copy)
+    assert not list((tmp_path / "cache").rglob("*.pt"))
+
+
 def test_copy_precision_and_device_enter_the_key(tmp_path):
     model = tiny_model()
     pairs = [SimpleNamespace(video_id=f"v{i}", caption=f"c {i}", caption_id=f"c{i}") for i in range(3)]

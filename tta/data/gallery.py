@@ -59,9 +59,12 @@ def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftS
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
-def copy_identity(copy: PerturbedCopy) -> str:
-    """What a perturbed copy holds, from its manifest (shift, severity, seed, options, source, format, donor model);
-    the write counts change when ``tta.perturb`` resumes, not the copy, so they stay out."""
+def copy_identity(copy: PerturbedCopy) -> str | None:
+    """What a perturbed copy holds, from its manifest (shift, severity, seed, options, source, format); the write
+    counts change when ``tta.perturb`` resumes, not the copy, so they stay out. None when the manifest does not pin
+    the content: event-insertion donors were picked by a model it names only by name."""
+    if copy.manifest.get("donor_pool"):
+        return None
     manifest = {k: v for k, v in copy.manifest.items() if k not in ("written", "skipped")}
     return hashlib.sha1(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -79,7 +82,8 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
     gcopy = copy if shift.kind == side else None
     setting = EncodeSetting.of_trainer(cfg.trainer, loader_workers(cfg) if side == "video" else 0)
     file = cache / "gallery" / f"{side}-{gallery_key(model, cfg, side, gshift, pairs, gcopy, setting)}.pt"
-    if (cached := load_cached(file)) is not None:
+    cacheable = gcopy is None or copy_identity(gcopy) is not None
+    if cacheable and (cached := load_cached(file)) is not None:
         return cached
     start = time.time()
     rank, world = process_group()
@@ -95,10 +99,10 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
     if world > 1:
         feats = gather_shards(feats, len(pairs))
     _check_finite(feats, pairs, side, cfg)
-    if rank == 0:
+    if rank == 0 and cacheable:
         save_cached(file, feats)
-    log.info("encoded the %s gallery (%d items, %s, %s, %d rank(s)) in %.1f s; cached at %s", side, len(pairs),
-             setting.device, setting.precision, world, time.time() - start, file)
+    log.info("encoded the %s gallery (%d items, %s, %s, %d rank(s)) in %.1f s; %s", side, len(pairs), setting.device,
+             setting.precision, world, time.time() - start, f"cached at {file}" if cacheable else "not cached")
     return feats
 
 

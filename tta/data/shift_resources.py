@@ -78,11 +78,12 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
 
     def encode(paths: list[str]) -> torch.Tensor:  # (n, D): the mean of the per-frame features, not normalised
         load = PathClips(frames, paths, model.image_size)
-        return encode_videos(model, load, len(paths), batch_size=len(paths), setting=setting).mean(dim=1)
+        return encode_videos(model, load, len(paths), batch_size=64, setting=setting).mean(dim=1)
 
     digest = model_digest(model)
+    # one call over the whole pool: one set of loader workers decodes it while the model encodes
     emb = pool_embeddings([p.video_path for p in chosen], encode,
-                          cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt")
+                          cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt", batch=len(chosen))
     fallback = options.get("caption_fallback", "video")
     if fallback not in ("video", "ground_truth"):
         raise ValueError(f"event_insertion caption_fallback must be video or ground_truth, got {fallback!r}")
