@@ -7,7 +7,7 @@ The reference is the loop the donor pool and the clean evaluation used: each cli
 main process, batches of 32 encoded on the CPU in float32. The path under test is
 :func:`tta.models.encode.encode_videos` with the run's ``loader_workers`` (decoding in DataLoader workers while
 the model encodes), on the Trainer's device and precision (CPU float32 and bf16-mixed; CUDA when present), and
-``--ranks N`` processes over torch.distributed (:mod:`tta.data.sharding`; the full data set-up of a run). Every
+``--ranks N`` processes over torch.distributed (:mod:`tta.sharding`; the full data set-up of a run). Every
 variant decodes from the MP4 files into a fresh frame cache ("cold"), then once more from that cache ("warm").
 Each time is the fastest of ``--repeat`` interleaved rounds (the load of a shared machine comes and goes); ratios
 are to the reference in the same run; "max abs diff" is the largest deviation from the reference's features.
@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tta.data.cache import FrameCache  # noqa: E402
 from tta.data.module import RetrievalDataModule, loader_workers  # noqa: E402
 from tta.data.registry import load_pairs  # noqa: E402
-from tta.data.sharding import gallery_ranks  # noqa: E402
 from tta.media.transforms import clip_transform  # noqa: E402
 from tta.models.encode import EncodeSetting, PathClips, encode_videos  # noqa: E402
 from tta.scenario import Scenario  # noqa: E402
+from tta.sharding import gallery_ranks  # noqa: E402
 from tta.utils.config import compose  # noqa: E402
 from tta.utils.paths import cache_root  # noqa: E402
 

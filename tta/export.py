@@ -18,11 +18,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.features import FeatureSet, write_features
 from tta.data.module import RetrievalDataModule, loader_workers
-from tta.data.sharding import gallery_ranks
 from tta.data.stream import VideoItems
 from tta.models.encode import EncodeSetting, encode_texts, encode_videos
 from tta.run import check_precision, user_error_line
 from tta.scenario import Scenario
+from tta.sharding import gallery_ranks
 from tta.utils.config_rules import validate_config
 from tta.utils.paths import cache_root
 from tta.utils.seeding import seed_everything

@@ -22,7 +22,6 @@ from omegaconf import DictConfig, OmegaConf
 from tta.adapters import build_adapter
 from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
 from tta.data.module import RetrievalDataModule
-from tta.data.sharding import gallery_ranks, num_ranks
 from tta.media.video import VideoDecodeError, video_decoder
 from tta.results import (
     NOT_IDENTITY,
@@ -34,6 +33,7 @@ from tta.results import (
     write_run,
 )
 from tta.scenario import Scenario
+from tta.sharding import gallery_ranks, num_ranks
 from tta.utils.config import print_config_tree
 from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_safe

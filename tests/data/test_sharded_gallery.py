@@ -1,4 +1,4 @@
-"""trainer.devices=N (tta/data/sharding.py): N processes encode the gallery in shards over gloo and gather it; the
+"""trainer.devices=N (tta/sharding.py): N processes encode the gallery in shards over gloo and gather it; the
 result equals the single-process gallery, also when N does not divide the gallery size."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import torch
 
 from tests.conftest import tiny_overrides
 from tta.data.module import RetrievalDataModule
-from tta.data.sharding import gallery_ranks
 from tta.scenario import Scenario
+from tta.sharding import gallery_ranks
 from tta.utils.config import compose
 from tta.utils.paths import cache_root
 
