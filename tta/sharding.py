@@ -50,7 +50,7 @@ def gallery_ranks(cfg: DictConfig) -> Iterator[None]:
     container = OmegaConf.to_container(cfg, resolve=True)
     helpers = mp.start_processes(_helper, args=(container, address, world, backend), nprocs=world - 1, join=False,
                                  start_method="spawn")
-    dist.init_process_group(backend, init_method=address, rank=0, world_size=world, timeout=TIMEOUT)
+    _join_group(helpers, backend, address, world)
     log.info("gallery encoded by %d processes (%s)", world, backend)
     try:
         yield
@@ -58,6 +58,29 @@ def gallery_ranks(cfg: DictConfig) -> Iterator[None]:
         dist.destroy_process_group()
         while not helpers.join():  # raises when a helper failed
             pass
+
+
+def _join_group(helpers, backend: str, address: str, world: int) -> None:
+    """Join the group as rank 0 while watching the helpers: one that fails to start raises here at once instead of
+    leaving this process waiting for it until the timeout."""
+    import threading
+
+    import torch.distributed as dist
+
+    errors: list[BaseException] = []
+
+    def init() -> None:
+        try:
+            dist.init_process_group(backend, init_method=address, rank=0, world_size=world, timeout=TIMEOUT)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors.append(e)
+
+    joining = threading.Thread(target=init, daemon=True)
+    joining.start()
+    while joining.is_alive():
+        helpers.join(timeout=0.5)  # raises ProcessRaisedException / ProcessExitedException for a failed helper
+    if errors:
+        raise errors[0]
 
 
 def _device(cfg: DictConfig) -> str:

@@ -38,3 +38,12 @@ def test_two_process_gallery_equals_the_single_process_one(tiny_cache, tmp_path,
     sharded = _gallery(tiny_cache, tmp_path / "sharded", *setting, "trainer.devices=2", "trainer.strategy=ddp")
     assert sharded.shape == single.shape and sharded.shape[0] == subset
     assert torch.allclose(sharded, single, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_helper_that_fails_to_start_is_reported_at_once(tmp_path):
+    cfg = compose("run", [f"paths.cache_dir={tmp_path}", "trainer.devices=2", "trainer.accelerator=cpu",
+                          f"model.checkpoint={tmp_path / 'absent.pt'}"])
+    with pytest.raises(Exception, match="absent.pt"):  # the helper's error, not a wait for the group's timeout
+        with gallery_ranks(cfg):
+            pass
