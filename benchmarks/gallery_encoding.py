@@ -91,7 +91,9 @@ def measure(model, paths: list[str], num_frames: int, workers: int, scratch: Pat
     diff: dict[str, float] = {}
     ref = None
     for r in range(repeat):
-        for k, (name, setting) in enumerate(paths_under_test):
+        order = list(enumerate(paths_under_test))
+        order = order[:1] + (order[1:] if r % 2 == 0 else order[:0:-1])  # variants reversed every other round
+        for k, (name, setting) in order:
             frames = FrameCache(scratch / f"frames-{r}-{k}", num_frames)
             if setting is None:
                 run = lambda fr=frames: reference(model, paths, fr)  # noqa: E731
