@@ -33,6 +33,7 @@ from tta.results import (
     write_run,
 )
 from tta.scenario import Scenario
+from tta.sharding import gallery_ranks, num_ranks
 from tta.utils.config import print_config_tree
 from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_safe
@@ -54,6 +55,11 @@ register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directori
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
+    if cfg.data.name == "features":  # precomputed features: the file names the model, data, task and shift
+        from tta.data.features import check_feature_adapter, features_run_config
+
+        cfg = features_run_config(cfg, typed_overrides())
+        check_feature_adapter(cfg)
     check_precision(cfg)
     validate_config(cfg)
     quiet_lightning()
@@ -79,11 +85,8 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
     scenario = Scenario.from_config(cfg)
-    model = scenario.load_model(cfg, cache)
     start_batch, state = resume_point(run_dir, cfg)
-    data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch)
-    log.info("video decoder: %s", video_decoder())
-    data.setup("test")
+    model, data = build_data(cfg, scenario, cache, start_batch)
     adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
                             source_split=data.source_split(scenario.train_data))
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -112,6 +115,28 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     return record
 
 
+def build_data(cfg: DictConfig, scenario: Scenario, cache: Path, start_batch: int):
+    """The source model and the set-up data stages: the dataset's, or the exported features' (data=features)."""
+    if cfg.data.get("features"):
+        from tta.data.features import FeatureDataModule
+
+        data = FeatureDataModule(cfg, scenario.shifts, start_batch)
+        return data.model, data
+    model = scenario.load_model(cfg, cache)
+    data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch)
+    log.info("video decoder: %s", video_decoder())
+    with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
+        data.setup("test")
+    return model, data
+
+
+def typed_overrides() -> list[str]:
+    """The command-line overrides of a Hydra run ([] outside one)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
 def stream(cfg: DictConfig, adapter, data: RetrievalDataModule, callbacks: list, state: dict | None,
            loggers: list | None = None) -> float:
     """Stream the queries through the adapter under the configured Trainer; return the seconds it took."""
@@ -136,8 +161,9 @@ def check_precision(cfg: DictConfig) -> None:
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):
     """The Lightning Trainer of ``trainer=`` (any Trainer flag), with the run's callbacks and loggers."""
+    single = {"devices": 1, "strategy": "auto"} if num_ranks(cfg) > 1 else {}  # the stream runs on rank 0 alone
     try:
-        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **single)
     except (ValueError, TypeError, RuntimeError) as e:  # a flag Lightning refuses (e.g. an unknown precision)
         raise ValueError(f"trainer config rejected by Lightning: {e}") from e
 

@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, Dataset
 from tta.data.cache import FrameCache
 from tta.media.transforms import clip_transform
 from tta.models.checkpoint import load_checkpoint, save_checkpoint
-from tta.models.encode import encode_texts, encode_videos, pairwise_similarity
+from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, encode_videos, pairwise_similarity
 from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import atomic_torch_save
@@ -198,16 +198,17 @@ def _load_training_data(cfg: DictConfig, model: RetrievalModel, cache: Path):
 
 
 def evaluate_clean(model: RetrievalModel, data_cfg: DictConfig, cache: Path, split: str = "val",
-                   subset: int | None = None) -> dict[str, Any]:
-    """Clean R@K of both directions on a split (no adaptation)."""
+                   subset: int | None = None, setting: EncodeSetting = ON_CPU) -> dict[str, Any]:
+    """Clean R@K of both directions on a split (no adaptation), encoded as ``setting`` says."""
     from tta.data.registry import load_pairs
     from tta.metrics import hubness_metrics, retrieval_metrics
 
     pairs = load_pairs(data_cfg, split=split, cache=cache)[: subset or None]
-    model.eval()
     frames = FrameCache(cache / "frames", data_cfg.num_frames)
-    text = encode_texts(model, [p.caption for p in pairs])
-    video = encode_videos(model, lambda i: clip_transform(frames.get(pairs[i].video_path), model.image_size), len(pairs))
+    text = encode_texts(model, [p.caption for p in pairs], setting=setting)
+    load = PathClips(frames, [p.video_path for p in pairs], model.image_size)
+    video = encode_videos(model, load, len(pairs), setting=setting)
+    model.eval()
     t2v = pairwise_similarity(model, text, video)
     gt = torch.arange(len(pairs))
     return {"split": split, "n": len(pairs), "t2v": retrieval_metrics(t2v, gt), "v2t": retrieval_metrics(t2v.t(), gt),
@@ -254,7 +255,8 @@ def train(cfg: DictConfig) -> Path:
     model = module.model.cpu().eval()
     metrics = {"train_time_s": elapsed, "final_loss": float(np.mean(module.losses[-20:])) if module.losses else None}
     if cfg.stage == "finetune" and cfg.eval_split:
-        metrics["clean"] = evaluate_clean(model, cfg.data, cache, cfg.eval_split, cfg.eval_subset)
+        setting = EncodeSetting.of_trainer(cfg, workers=int(cfg.workers))  # train.yaml's accelerator and precision
+        metrics["clean"] = evaluate_clean(model, cfg.data, cache, cfg.eval_split, cfg.eval_subset, setting)
     out = Path(cfg.output)
     save_checkpoint(out, model, train_config=OmegaConf.to_container(cfg, resolve=True), metrics=metrics)
     log.info("saved %s (%.0f s); metrics: %s", out, elapsed, json.dumps(metrics.get("clean", {}))[:400])

@@ -500,7 +500,7 @@ def test_non_finite_gallery_features_are_an_error(bad_root, official_checkpoints
 
     root, _ = bad_root
     original = gallery.encode_texts
-    monkeypatch.setattr(gallery, "encode_texts", lambda model, texts: original(model, texts) * float("inf"))
+    monkeypatch.setattr(gallery, "encode_texts", lambda model, texts, **kw: original(model, texts, **kw) * float("inf"))
     with pytest.raises(FloatingPointError, match=r"NaN/inf features for 14 text gallery item\(s\)"):
         run(_bad_cfg(root, official_checkpoints["clip4clip"], tmp_path, f"data.subset={N_GOOD}"), tmp_path / "r")
 

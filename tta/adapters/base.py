@@ -353,7 +353,17 @@ class OnlineAdapter(L.LightningModule):
         self._segment = segment
 
     # ------------------------------------------------------------------------------------------- the loop
+    #: the hooks that need the model's encoders: a method overriding one cannot run on precomputed features
+    ENCODER_HOOKS = ("params_to_adapt", "encode_queries", "forward_queries", "adapt_batch", "second_pass")
+
+    @classmethod
+    def needs_encoders(cls) -> list[str]:
+        """The encoder hooks this class overrides (empty: it scores precomputed query features, ``data=features``)."""
+        return [h for h in cls.ENCODER_HOOKS if getattr(cls, h) is not getattr(OnlineAdapter, h)]
+
     def encode_queries(self, batch: dict) -> torch.Tensor:
+        if "feats" in batch:  # features exported by python -m tta.export (data=features)
+            return batch["feats"]
         if self.task == "v2t":
             return self.model.encode_video(batch["video"])
         return self.model.encode_text(batch["tokens"])

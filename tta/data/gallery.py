@@ -1,7 +1,10 @@
 """The gallery of a run: encoded once by the source model (no grad) and cached on disk across runs and shifts.
 
-The cache key covers the checkpoint's weights, the dataset config, the side, the gallery's shift and the items in
-order, so two runs share a gallery only when it would come out the same.
+The cache key covers the checkpoint's weights, the dataset config, the side, the gallery's shift (or the identity of
+the perturbed copy it is read from), the items in order and, off the CPU or in mixed precision, the device type and
+precision, so two runs share a gallery only when it would come out the same. Encoding runs on the Trainer's device
+and precision (:class:`tta.models.encode.EncodeSetting`); in a process group of several ranks each rank encodes
+its shard and every rank gets the whole gallery (:func:`tta.models.encode.gather_shards`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.cache import FrameCache
 from tta.data.stream import PerturbedCopy, ShiftSpec, TextItems, VideoItems
-from tta.models.encode import encode_texts, encode_videos
+from tta.models.encode import ON_CPU, EncodeSetting, encode_texts, encode_videos, gather_shards, shard
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import load_cached, save_cached
 
@@ -37,7 +40,8 @@ def weights_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftSpec, pairs) -> str:
+def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftSpec, pairs,
+                copy: PerturbedCopy | None = None, setting: EncodeSetting = ON_CPU) -> str:
     data = OmegaConf.to_container(cfg.data, resolve=True)
     data.pop("split", None)  # the items below name the split; test keys stay as they were before the key existed
     ids = (p.video_id if side == "video" else f"{p.caption_id}\t{p.caption}" for p in pairs)  # which items, in order
@@ -47,8 +51,22 @@ def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftS
         key.append([list(o) for o in shift.options])
     if shift.device != "cpu" and shift.name != "clean":  # GPU kernels may round 1 grey level apart (CPU keys unchanged)
         key.append(shift.device)
+    if copy is not None:
+        key.append(["from_copy", copy_identity(copy)])
+    if setting.device != "cpu" or setting.precision not in ("32-true", "32"):  # float32 CPU keys stay as they were
+        key.append([torch.device(setting.device).type, setting.precision])
     blob = json.dumps(key, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def copy_identity(copy: PerturbedCopy) -> str | None:
+    """What a perturbed copy holds, from its manifest (shift, severity, seed, options, source, format); the write
+    counts change when ``tta.perturb`` resumes, not the copy, so they stay out. None when the manifest does not pin
+    the content: event-insertion donors were picked by a model it names only by name."""
+    if copy.manifest.get("donor_pool"):
+        return None
+    manifest = {k: v for k, v in copy.manifest.items() if k not in ("written", "skipped")}
+    return hashlib.sha1(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSpec, frames: FrameCache,
@@ -57,28 +75,44 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
 
     ``shift`` applies only when it is of the gallery's modality (a video shift on a t2v gallery).
     """
+    from tta.data.module import loader_workers
+
     side = "text" if cfg.task == "v2t" else "video"
     gshift = shift if shift.kind == side else ShiftSpec()
     gcopy = copy if shift.kind == side else None
-    file = cache / "gallery" / f"{side}-{gallery_key(model, cfg, side, gshift, pairs)}.pt"
-    if gcopy is None and (cached := load_cached(file)) is not None:
+    setting = EncodeSetting.of_trainer(cfg.trainer, loader_workers(cfg) if side == "video" else 0)
+    file = cache / "gallery" / f"{side}-{gallery_key(model, cfg, side, gshift, pairs, gcopy, setting)}.pt"
+    cacheable = gcopy is None or copy_identity(gcopy) is not None
+    if cacheable and (cached := load_cached(file)) is not None:
         return cached
     start = time.time()
+    rank, world = process_group()
+    mine = shard(len(pairs), rank, world)
     if side == "text":
         items = TextItems(pairs, gshift, gcopy)
-        feats = encode_texts(model, [items.text(i) for i in range(len(pairs))])
+        feats = encode_texts(model, [items.text(i) for i in mine], setting=setting)
     else:
         items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
-        from tta.data.module import loader_workers
-
-        workers = loader_workers(cfg)
-        frames.warm([p.video_path for p in pairs], "decoding gallery videos", workers)
-        feats = encode_videos(model, items.clip, len(pairs), workers=workers)
+        if gcopy is None:
+            frames.warm([pairs[i].video_path for i in mine], "decoding gallery videos", setting.workers)
+        feats = encode_videos(model, items.clip, len(pairs), setting=setting, items=mine)
+    if world > 1:
+        feats = gather_shards(feats, len(pairs))
     _check_finite(feats, pairs, side, cfg)
-    if gcopy is None:
+    if rank == 0 and cacheable:
         save_cached(file, feats)
-    log.info("encoded the %s gallery (%d items) in %.1f s; cached at %s", side, len(pairs), time.time() - start, file)
+    log.info("encoded the %s gallery (%d items, %s, %s, %d rank(s)) in %.1f s; %s", side, len(pairs), setting.device,
+             setting.precision, world, time.time() - start, f"cached at {file}" if cacheable else "not cached")
     return feats
+
+
+def process_group() -> tuple[int, int]:
+    """(rank, world size) of the initialised torch.distributed group, (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def _check_finite(feats: torch.Tensor, pairs, side: str, cfg: DictConfig) -> None:

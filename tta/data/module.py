@@ -23,6 +23,7 @@ from tta.data.registry import load_pairs
 from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
+from tta.models.encode import EncodeSetting
 from tta.models.retrieval import RetrievalModel
 from tta.shifts import shift_device
 
@@ -101,8 +102,9 @@ class RetrievalDataModule(L.LightningDataModule):
             if s.kind == "video":
                 from tta.data.shift_resources import build_resources
 
+                setting = EncodeSetting.of_trainer(self.cfg.trainer, loader_workers(self.cfg))
                 s.resources.update(build_resources(s, self.model, self.cfg.data, self.video_pairs, self.frames,
-                                                   self.cache))
+                                                   self.cache, setting))
 
     def query_segments(self) -> list:
         """One query dataset per shift of the stream (a shift of the other modality leaves the queries clean)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from tta.data.registry import dataset_root, load_pairs
-from tta.media.transforms import clip_transform
+from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, encode_videos
 from tta.shifts.video.donors import DonorPool, choose_pool, pool_embeddings
 from tta.utils.seeding import derive_seed
 
@@ -62,9 +62,8 @@ def load_main_objects(data_cfg, cache: Path) -> dict:
 
 @torch.no_grad()
 def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path, seed: int, options: dict,
-                     main_objects: dict) -> DonorPool:
-    """The event-insertion donor pool of a run (see :mod:`tta.shifts.video.donors`)."""
-    from tta.models.encode import encode_texts
+                     main_objects: dict, setting: EncodeSetting = ON_CPU) -> DonorPool:
+    """The event-insertion donor pool of a run (see :mod:`tta.shifts.video.donors`), encoded as ``setting`` says."""
 
     pool_size = int(options.get("pool_size", 2000))
     query = options.get("query", "caption_text")
@@ -76,16 +75,15 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
     chosen = [p for p in chosen if p.video_id not in test_ids]
     if not chosen:
         raise ValueError("event_insertion: the train split has no video for the donor pool")
-    was_training = model.training
-    model.eval()
 
-    def encode(paths: list[str]) -> torch.Tensor:
-        clips = torch.stack([clip_transform(frames.get(p), model.image_size) for p in paths])
-        return model.encode_video(clips).float().mean(dim=1)  # (n, D), per-frame features not normalised
+    def encode(paths: list[str]) -> torch.Tensor:  # (n, D): the mean of the per-frame features, not normalised
+        load = PathClips(frames, paths, model.image_size)
+        return encode_videos(model, load, len(paths), batch_size=64, setting=setting).mean(dim=1)
 
     digest = model_digest(model)
+    # one call over the whole pool: one set of loader workers decodes it while the model encodes
     emb = pool_embeddings([p.video_path for p in chosen], encode,
-                          cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt")
+                          cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt", batch=len(chosen))
     fallback = options.get("caption_fallback", "video")
     if fallback not in ("video", "ground_truth"):
         raise ValueError(f"event_insertion caption_fallback must be video or ground_truth, got {fallback!r}")
@@ -94,11 +92,11 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
     texts = [(p, generated_caption(main_objects, p.video_id) or p.caption) for p in test_pairs
              if sources[p.video_id] != "video_embedding"]
     if texts:
-        q.update(zip([p.video_id for p, _ in texts], encode_texts(model, [t for _, t in texts]), strict=True))
+        q.update(zip([p.video_id for p, _ in texts], encode_texts(model, [t for _, t in texts],
+                                                                                setting=setting), strict=True))
     clips = [p for p in test_pairs if sources[p.video_id] == "video_embedding"]
     if clips:
         q.update(zip([p.video_id for p in clips], encode([p.video_path for p in clips]), strict=True))
-    model.train(was_training)
     counts = dict(Counter(sources.values()))
     log.info("donor pool: %d train videos, %s queries for %d test videos (%s)", len(chosen), query, len(test_pairs),
              counts)
@@ -123,8 +121,10 @@ def query_sources(test_pairs: Sequence, main_objects: dict, query: str, fallback
             for p in test_pairs}
 
 
-def build_resources(shift, model, data_cfg, test_pairs: Sequence, frames, cache: Path) -> dict:
-    """The resources dict for ``shift`` (a :class:`tta.data.stream.ShiftSpec`) over ``test_pairs``."""
+def build_resources(shift, model, data_cfg, test_pairs: Sequence, frames, cache: Path,
+                    setting: EncodeSetting = ON_CPU) -> dict:
+    """The resources dict for ``shift`` (a :class:`tta.data.stream.ShiftSpec`) over ``test_pairs``; the donor pool
+    is encoded as ``setting`` says (the run's Trainer device and precision)."""
     plan = shift.plan([p.video_id for p in test_pairs])
     used = {name for _, name, _ in plan}
     resources: dict = {}
@@ -137,7 +137,7 @@ def build_resources(shift, model, data_cfg, test_pairs: Sequence, frames, cache:
         elif shift.name == "mixed_types":  # per-type options
             opts = dict((opts.get("shift_options") or {}).get("event_insertion") or {})
         resources["donor_pool"] = build_donor_pool(model, data_cfg, test_pairs, frames, cache, shift.seed, opts,
-                                                   resources["main_objects"])
+                                                   resources["main_objects"], setting)
         resources["donor_query"] = opts.get("query", "caption_text")
         resources["donor_query_source"] = dict(Counter(resources["donor_pool"].query_sources.values()))
     return resources

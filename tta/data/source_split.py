@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from tta.data.cache import FrameCache
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
-from tta.models.encode import encode_texts, encode_videos
+from tta.models.encode import EncodeSetting, encode_texts, encode_videos
 from tta.models.retrieval import RetrievalModel
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,10 @@ class SourceSplit:
     def gallery(self) -> torch.Tensor:
         """The split's gallery by the current (source) model: (n, D) captions (v2t) or (n, T, D) frames (t2v)."""
         if self._gallery is None:
-            device = next(self.model.parameters()).device
+            setting = EncodeSetting(str(next(self.model.parameters()).device))  # where the adapter runs
             if self.task == "v2t":
-                self._gallery = encode_texts(self.model, [p.caption for p in self.pairs], device=device)
+                self._gallery = encode_texts(self.model, [p.caption for p in self.pairs], setting=setting)
             else:
                 items = self._videos()
-                self._gallery = encode_videos(self.model, items.clip, len(self.pairs), device=device)
+                self._gallery = encode_videos(self.model, items.clip, len(self.pairs), setting=setting)
         return self._gallery

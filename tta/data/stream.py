@@ -196,4 +196,6 @@ class Collate:
         if "text" in items[0]:
             out["text"] = [it["text"] for it in items]
             out["tokens"] = self.tokenizer(out["text"])
+        if "feats" in items[0]:  # precomputed query features (data=features)
+            out["feats"] = torch.stack([it["feats"] for it in items])
         return out

@@ -1,41 +1,127 @@
-"""Batched no-grad encoding of whole splits (galleries, evaluation) and clean-split evaluation."""
+"""Batched no-grad encoding of whole splits (galleries, donor pools, clean evaluation) on the Trainer's device
+and precision, with videos decoded in DataLoader workers, and split across the ranks of a process group."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from tta.models.retrieval import RetrievalModel
 from tta.utils.forking import fork_safe
 
+# trainer.precision -> the autocast dtype of encoding (None: float32, no autocast)
+AUTOCAST = {"32-true": None, "32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+@dataclass(frozen=True)
+class EncodeSetting:
+    """Where and how a split is encoded: the device and precision the Trainer streams with, the loader workers.
+
+    Features always come back float32 on the CPU (galleries are cached and mixed with float32 query features).
+    """
+
+    device: str = "cpu"
+    precision: str = "32-true"
+    workers: int = 0
+
+    @classmethod
+    def of_trainer(cls, trainer_cfg, workers: int = 0) -> EncodeSetting:
+        """The device ``trainer.accelerator`` / ``trainer.devices`` select for this process (its local rank's GPU
+        under DDP) and ``trainer.precision``."""
+        precision = str(trainer_cfg.get("precision", "32-true"))
+        if precision not in AUTOCAST:
+            raise ValueError(f"trainer.precision={precision} cannot encode a gallery; use one of {tuple(AUTOCAST)}")
+        return cls(accelerator_device(str(trainer_cfg.get("accelerator", "auto")), trainer_cfg.get("devices")),
+                   precision, int(workers))
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        dtype = AUTOCAST[self.precision]
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(torch.device(self.device).type, dtype=dtype)
+
+
+ON_CPU = EncodeSetting()  # float32 on the CPU, in-process decoding: the default of the encoding functions
+
+
+def accelerator_device(accelerator: str, devices=None) -> str:
+    """The torch device of a Lightning ``accelerator`` for this process (``auto``: CUDA when present, else CPU)."""
+    if accelerator == "auto":
+        accelerator = "cuda" if torch.cuda.is_available() else "cpu"
+    if accelerator in ("gpu", "cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"trainer.accelerator={accelerator} but no CUDA device is visible; use "
+                             "trainer.accelerator=cpu or auto")
+        rank = int(os.environ.get("LOCAL_RANK", 0))
+        ids = list(devices) if isinstance(devices, Sequence) and not isinstance(devices, str) else None
+        return f"cuda:{ids[rank] if ids else rank}"
+    if accelerator in ("cpu", "mps"):
+        return accelerator
+    raise ValueError(f"trainer.accelerator={accelerator} is not a device tta encodes on; use cpu, gpu or auto")
+
+
+@contextlib.contextmanager
+def on_device(model: RetrievalModel, setting: EncodeSetting):
+    """The model on the setting's device, in eval mode and under its autocast, for the duration of the block; its
+    device and mode are restored after (a checkpoint or the Trainer expect them unchanged)."""
+    was_training = model.training
+    home = next(model.parameters()).device
+    model.to(setting.device).eval()
+    try:
+        with setting.autocast():
+            yield
+    finally:
+        model.to(home).train(was_training)
+
 
 @torch.no_grad()
 def encode_texts(model: RetrievalModel, captions: Sequence[str], batch_size: int = 256,
-                 device: torch.device | str = "cpu") -> torch.Tensor:
-    """(N, D) caption embeddings."""
+                 setting: EncodeSetting = ON_CPU) -> torch.Tensor:
+    """(N, D) caption embeddings, float32 on the CPU."""
     out = []
-    for i in range(0, len(captions), batch_size):
-        tokens = model.tokenize(list(captions[i:i + batch_size])).to(device)
-        out.append(model.encode_text(tokens).float())
-    return torch.cat(out)
+    with on_device(model, setting):
+        for i in range(0, len(captions), batch_size):
+            tokens = model.tokenize(list(captions[i:i + batch_size])).to(setting.device)
+            out.append(model.encode_text(tokens).float().cpu())
+    return torch.cat(out) if out else torch.empty(0)
 
 
 @torch.no_grad()
 def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n: int, batch_size: int = 32,
-                  device: torch.device | str = "cpu", workers: int = 0) -> torch.Tensor:
-    """(N, T, D) per-frame embeddings; ``load(i)`` returns the normalised clip (T, 3, H, W) of item i.
+                  setting: EncodeSetting = ON_CPU, items: Sequence[int] | None = None) -> torch.Tensor:
+    """(N, T, D) per-frame embeddings, float32 on the CPU; ``load(i)`` returns the normalised clip (T, 3, H, W) of
+    item i. ``items`` encodes only those items (a shard), in that order.
 
-    ``workers`` > 0 loads (decodes, perturbs) the clips in that many processes, in order (``load`` must pickle).
+    With ``setting.workers`` > 0 the clips are loaded (decoded, perturbed) in that many DataLoader processes, in
+    order (``load`` must pickle), while the model encodes the previous batch.
     """
-    if workers > 0 and n > batch_size:
-        from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader
 
-        batches = DataLoader(range(n), batch_size=batch_size, num_workers=workers, collate_fn=_Stack(load))
-        with fork_safe():
-            return torch.cat([model.encode_video(clips.to(device)).float() for clips in batches])
-    batches = (_Stack(load)(range(i, min(n, i + batch_size))) for i in range(0, n, batch_size))
-    return torch.cat([model.encode_video(clips.to(device)).float() for clips in batches])
+    items = list(range(n)) if items is None else list(items)
+    workers = setting.workers if len(items) > batch_size else 0
+    pin = torch.device(setting.device).type == "cuda"
+    batches = DataLoader(items, batch_size=batch_size, num_workers=workers, collate_fn=_Stack(load), pin_memory=pin)
+    out = []
+    with on_device(model, setting), fork_safe():
+        for clips in batches:
+            out.append(model.encode_video(clips.to(setting.device, non_blocking=pin)).float().cpu())
+    return torch.cat(out) if out else torch.empty(0)
+
+
+class PathClips:
+    """Picklable ``load(i)`` for :func:`encode_videos`: the clean clip of the i-th video file of a frame cache."""
+
+    def __init__(self, frames, paths: Sequence[str], size: int):
+        self.frames, self.paths, self.size = frames, list(paths), size
+
+    def __call__(self, i: int) -> torch.Tensor:
+        from tta.media.transforms import clip_transform
+
+        return clip_transform(self.frames.get(self.paths[i]), self.size)
 
 
 class _Stack:
@@ -46,6 +132,30 @@ class _Stack:
 
     def __call__(self, indices) -> torch.Tensor:
         return torch.stack([self.load(j) for j in indices])
+
+
+def shard(n: int, rank: int, world: int) -> range:
+    """The contiguous items ``rank`` of ``world`` encodes: sizes differ by at most one, earlier ranks larger."""
+    base, extra = divmod(n, world)
+    start = rank * base + min(rank, extra)
+    return range(start, start + base + (rank < extra))
+
+
+def gather_shards(part: torch.Tensor, n: int) -> torch.Tensor:
+    """Every rank's shard of an (n, ...) tensor, concatenated in rank order on every rank (torch.distributed).
+
+    all_gather needs equal shapes, so shards are padded to the largest one and trimmed after.
+    """
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    sizes = [len(shard(n, r, world)) for r in range(world)]
+    backend_device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    padded = torch.zeros((max(sizes), *part.shape[1:]), dtype=part.dtype, device=backend_device)
+    padded[:len(part)] = part.to(backend_device)
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    return torch.cat([p[:s] for p, s in zip(parts, sizes, strict=True)]).cpu()
 
 
 @torch.no_grad()

@@ -140,16 +140,44 @@ class RetrievalModel(nn.Module):
 
     def similarity(self, queries: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
         """(B, G) similarity of queries to gallery; videos are 3-D (N, T, D), captions 2-D (N, D)."""
-        if queries.dim() == 3 and gallery.dim() == 2:
-            return self.text_video_similarity(gallery, queries).t()
-        if queries.dim() == 2 and gallery.dim() == 3:
-            return self.text_video_similarity(queries, gallery)
-        raise ValueError(f"similarity needs one video batch (N, T, D) and one caption batch (N, D); got shapes "
-                         f"{tuple(queries.shape)} and {tuple(gallery.shape)}")
+        return oriented_similarity(self.pool, queries, gallery)
 
     @property
     def logit_scale(self) -> torch.Tensor:
         return self.clip.logit_scale
+
+
+def oriented_similarity(head: nn.Module, queries: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
+    """(B, G) similarity of queries to gallery through a similarity head, whichever side holds the videos."""
+    if queries.dim() == 3 and gallery.dim() == 2:
+        return head.similarity(gallery, queries).t()
+    if queries.dim() == 2 and gallery.dim() == 3:
+        return head.similarity(queries, gallery)
+    raise ValueError(f"similarity needs one video batch (N, T, D) and one caption batch (N, D); got shapes "
+                     f"{tuple(queries.shape)} and {tuple(gallery.shape)}")
+
+
+class FeatureModel(nn.Module):
+    """The similarity head of a retrieval model without its towers: it scores precomputed features
+    (``data=features``, :mod:`tta.data.features`), so only gradient-free methods can run on it.
+
+    Args:
+        head: the name of a head of :data:`tta.models.heads.HEADS`.
+        dim: the embedding width.
+    """
+
+    def __init__(self, head: str, dim: int):
+        super().__init__()
+        if head not in HEADS:
+            raise ValueError(f"unknown similarity head {head!r}; choose one of {tuple(HEADS)}")
+        self.head_name = head
+        self.pool = HEADS[head](dim, 0.0)
+
+    def text_video_similarity(self, text: torch.Tensor, video: torch.Tensor) -> torch.Tensor:
+        return self.pool.similarity(text, video)
+
+    def similarity(self, queries: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
+        return oriented_similarity(self.pool, queries, gallery)
 
 
 def build_model(arch: str = EMBEDDED, head: str = "meanp", pretrained: str | None = None, **tower_kwargs) -> RetrievalModel:
