@@ -458,7 +458,7 @@ class OnlineAdapter(L.LightningModule):
         self.keep_scores(sims.detach(), raw.detach(), batch["index"], segment)
         if self.gt is not None:
             hit = self.is_relevant(sims.argmax(dim=1), batch["index"]).sum().item()
-            self.r1.add(hit, len(self.indices[-1]))
+            self.r1.add(hit, len(batch["index"]))
             record.running_r1 = 100.0 * self.r1.total / self.r1.count
         self.history.append(record)
         if record.losses:
