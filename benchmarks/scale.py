@@ -38,6 +38,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import torch
@@ -206,11 +207,11 @@ def table(rows: list[dict], sizes: list[int], methods: list[str]) -> str:
                      f"{r['peak_rss_mb']:.0f} | {r['peak_above_inputs_mb']:.0f} | {r['R@1']:.1f} | "
                      f"{r['skewness']:.2f} |")
     lines += ["", "Growth ratios (time per query, peak RSS) between consecutive gallery sizes:", "",
-              "| method | " + " | ".join(f"{a:,} -> {b:,}" for a, b in zip(sizes, sizes[1:])) + " |",
+              "| method | " + " | ".join(f"{a:,} -> {b:,}" for a, b in pairwise(sizes)) + " |",
               "|---|" + "---:|" * (len(sizes) - 1)]
     for m in methods:
         cells = []
-        for a, b in zip(sizes, sizes[1:]):
+        for a, b in pairwise(sizes):
             t, mem = growth(rows, "ms_per_query", m, a, b), growth(rows, "peak_rss_mb", m, a, b)
             cells.append("n/a" if t is None else f"{t:.1f}x time, {mem:.2f}x memory")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
