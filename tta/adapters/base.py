@@ -2,8 +2,9 @@
 
 The base owns the mechanics: the gallery (encoded once by the source model, never updated), the optimizer (built in
 ``setup("test")``; Lightning builds optimizers only when fitting), the reset snapshot of the adapted parameters and
-the optimizer state, the update loop with its non-finite guard, the reset policy, scores in stream order, the
-per-batch history and the resumable state. A method (``tta/adapters/<name>.py``, config
+the optimizer state, the update loop with its non-finite guard, the reset policy, what the scores leave behind (per-row
+ranks and neighbour lists in :class:`~tta.metrics.streaming.StreamScores`; the dense rows only when asked:
+:meth:`OnlineAdapter.track_scores`), the per-batch history and the resumable state. A method (``tta/adapters/<name>.py``, config
 ``tta/conf/adapter/<name>.yaml``; docs/adding-an-adapter.md) overrides only what it changes:
 
     configure_model()             -> None. Train/eval modes and requires_grad (default: all frozen, eval mode,
@@ -501,9 +502,10 @@ class OnlineAdapter(L.LightningModule):
         return type(self).refine_scores is not OnlineAdapter.refine_scores or self.posthoc is not None
 
     def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Q, G) scored rows in stream order and the (Q,) query indices they belong to."""
+        """(Q, G) scored rows in stream order and the (Q,) query indices they belong to (kept while
+        ``keep_rows``)."""
         if not self.rows:
-            raise RuntimeError("no batch was scored")
+            raise RuntimeError("no scored rows are kept: no batch was scored, or track_scores(keep_rows=False)")
         return torch.cat(self.rows), torch.cat(self.indices)
 
     def raw_scores(self) -> torch.Tensor | None:
