@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     torch.manual_seed(args.seed)
     seed_q, seed_g, origin = seeds(args)
     model = fit_expansion(seed_q, seed_g, args.clusters, args.seed)
+    started = header(argv, origin)  # the commit and time the measurement started from
     rows: list[dict] = []
     for size in args.sizes:
         gallery = sample_gallery(model, size, args.seed + 1)
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     report = table(rows, args.sizes, args.methods)
     print(report)
     if args.out is not None:
-        args.out.write_text(header(argv, origin) + report + "\n")
+        args.out.write_text(started + report + "\n")
     return rows
 
 
@@ -287,7 +288,7 @@ def header(argv: list[str] | None, origin: str) -> str:
     command = " ".join(["python benchmarks/scale.py", *(sys.argv[1:] if argv is None else argv)])
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f"Command: `{command}` (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}), "
-            f"commit {commit}, {now}. Seed features: {origin}.\n\n")
+            f"commit {commit}, started {now}. Seed features: {origin}.\n\n")
 
 
 if __name__ == "__main__":
