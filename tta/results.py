@@ -167,14 +167,8 @@ def segment_summary(rows: dict[str, torch.Tensor], num_gallery: int, cfg: DictCo
             "hubness_by_k": by_k, "ranks": ranks, "failed_rows": int((~finite).sum())}
 
 
-def failed_rows(sims: torch.Tensor) -> torch.Tensor:
-    """(R,) mask of rows with finite scores. The others are failures of the method, scored as misses."""
-    finite = torch.isfinite(sims).all(dim=1)
-    warn_failed(finite)
-    return finite
-
-
 def warn_failed(finite: torch.Tensor) -> None:
+    """Say how many scored rows failed (``finite`` False: non-finite scores, scored as misses)."""
     if not finite.all():
         log.warning("%d of %d scored row(s) contain NaN/inf (the adapted model diverged); they count as misses "
                     "(worst rank) in every retrieval metric and in results.json 'failed_rows'",
@@ -192,7 +186,8 @@ def stream_rows(accumulator, n_q: int, num_segments: int) -> dict[str, torch.Ten
     rows = accumulator.compute()
     if not (torch.equal(rows["index"].long(), torch.arange(n_q).repeat(num_segments))
             and torch.equal(rows["segment"].long(), torch.arange(num_segments).repeat_interleave(n_q))):
-        raise RuntimeError("scored rows are not in stream order")
+        raise RuntimeError(f"the scored rows are not every query of every segment once in stream order "
+                           f"({len(rows['index'])} rows for {n_q} queries x {num_segments} segments)")
     return rows
 
 
