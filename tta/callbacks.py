@@ -95,8 +95,8 @@ class LogBatches(L.Callback):
     ``stream/R@1``): running k-occurrence skewness, selected share, skipped updates, time, stream segment and the
     method's per-batch loss terms and rates (``adapt/<name>``, from ``BatchRecord.extras``).
 
-    The running skewness is that of all rows scored so far (docs/methods/metrics.md), computed every
-    ``trainer.log_every_n_steps`` batches since it costs a top-k over those rows. The logged step is the stream's
+    The running skewness is that of all finite rows scored so far (docs/methods/metrics.md), from the neighbour
+    lists of the adapter's :class:`~tta.metrics.streaming.StreamScores`, every ``trainer.log_every_n_steps`` batches. The logged step is the stream's
     batch index, also after a resume, so the curves of a resumed run continue where they stopped.
     """
 
@@ -119,12 +119,14 @@ class LogBatches(L.Callback):
         record = pl_module.history[-1]
         values = {"stream/segment": float(record.segment), "adapt/skipped_updates": float(record.skipped_updates),
                   "time/adapt_s": float(record.adapt_s), "stream/selected_frac": pl_module.selected_fraction(record)}
-        if record.batch % max(1, int(trainer.log_every_n_steps)) == 0:
-            from tta.metrics import hubness_metrics
+        if record.batch % max(1, int(trainer.log_every_n_steps)) == 0 and pl_module.scored is not None:
+            from tta.metrics import hubness_from_occurrence
 
-            rows = torch.cat(pl_module.rows)
-            if rows.shape[0] > 1:
-                values["stream/skewness"] = float(hubness_metrics(rows, k=min(self.k, rows.shape[1]))["skewness"])
+            k = min(self.k, pl_module.scored.k)
+            occurrence = pl_module.scored.occurrence(k)
+            rows = 0 if occurrence is None else int(occurrence.sum()) // k
+            if rows > 1:
+                values["stream/skewness"] = float(hubness_from_occurrence(occurrence, k, rows)["skewness"])
         values.update(batch_terms(record.extras))
         values = {k: v for k, v in values.items() if not math.isnan(v)}
         pl_module.log_dict(values, on_step=True, on_epoch=False, batch_size=record.size)

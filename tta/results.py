@@ -23,11 +23,12 @@ from tta.data.screen import InputReport
 from tta.data.stream import PerturbedCopy, ShiftSpec
 from tta.metrics import (
     HUBNESS_KEYS,
-    gt_ranks,
-    gt_ranks_multi,
+    HUBNESS_KS,
     hubness_from_occurrence,
     k_occurrence,
     metrics_from_ranks,
+    occurrence_from_neighbours,
+    ranks_with_failures,
 )
 from tta.shifts.video.mixed import is_mixed, plan_summary
 from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
@@ -94,39 +95,51 @@ class RunResults:
         return out
 
 
-HUBNESS_KS = (1, 10, 15)  # the full statistics are kept at these k (HAT-VTR reports k = 10; Fig. 2 uses 15)
+K_OCCURRENCE_FILE_K = 15  # k of k_occurrence.json: N_15 (HAT-VTR Fig. 2)
+
+
+def neighbour_width(k: int) -> int:
+    """Width of the neighbour lists a stream keeps per row: every k that results.json and k_occurrence.json use."""
+    return max(*HUBNESS_KS, K_OCCURRENCE_FILE_K, int(k))
 
 
 @dataclass
 class ScoredRows:
-    """Per-query outcome of one stream: ranks in stream order, failed rows, and the scores they came from."""
+    """Per-query outcome of one stream in stream order: ranks, failed rows, neighbour lists, and the scores
+    themselves only when a run keeps them (``save.sims``)."""
 
-    sims: torch.Tensor  # (R, G) scores in stream order (R = segments x Q)
+    sims: torch.Tensor | None  # (R, G) scores (R = segments x Q), or None when the run did not keep them
     ranks: torch.Tensor  # (R,) 1-based rank of the relevant item; a failed row has the worst rank G
     finite: torch.Tensor  # (R,) False for a failed row (non-finite scores: the method diverged)
     query_ids: list[str]  # (R,) the id of each row's query (video id for v2t, caption id for t2v)
     segment: torch.Tensor  # (R,) the stream segment of each row
     raw_ranks: torch.Tensor | None = None  # (R,) ranks before refinement (refining methods only)
+    neighbours: torch.Tensor | None = None  # (R, k) stable top-k gallery indices of each row (-1: failed row)
+    num_gallery: int | None = None  # G (taken from ``sims`` when not given)
+    head: torch.Tensor | None = None  # the first N x N block of the scores (save.sims_head), when kept
+
+    def __post_init__(self):
+        if self.num_gallery is None:
+            self.num_gallery = int(self.sims.shape[1])
 
 
 def row_ranks(sims: torch.Tensor, layout: EvalLayout, finite: torch.Tensor) -> torch.Tensor:
     """(Q,) ranks of one segment's rows; a row with non-finite scores is a miss at the worst rank G."""
-    ranks = torch.full((sims.shape[0],), sims.shape[1], dtype=torch.long)
-    if finite.any():
-        rows = finite.nonzero().flatten()
-        mask = layout.relevant_mask(rows)
-        ok = sims[finite]
-        ranks[finite] = (gt_ranks(ok, layout.gt[finite]) if mask is None else gt_ranks_multi(ok, mask)).cpu()
-    return ranks
+    return ranks_with_failures(sims, layout.gt, finite, layout.gallery_class).cpu()
 
 
 def hubness_record(sims: torch.Tensor, k: int) -> tuple[dict, dict]:
     """Hubness of the finite rows ``sims``: the six statistics at ``k`` (with k = 1 skewness) and the full
     statistics (Gini, groupie ratio, hub count included) at each k of :data:`HUBNESS_KS`."""
+    return hubness_summary(lambda kk: k_occurrence(sims, kk), sims.shape[0], sims.shape[1], k)
+
+
+def hubness_summary(occurrence, num_rows: int, num_gallery: int, k: int) -> tuple[dict, dict]:
+    """:func:`hubness_record` from ``occurrence(k')``, the (G,) k'-occurrence of ``num_rows`` finite rows."""
     by_k = {}
     for kk in sorted({*HUBNESS_KS, k}):
-        if kk <= sims.shape[1] and sims.shape[0]:
-            by_k[str(kk)] = hubness_from_occurrence(k_occurrence(sims, kk), kk, num_queries=sims.shape[0])
+        if kk <= num_gallery and num_rows:
+            by_k[str(kk)] = hubness_from_occurrence(occurrence(kk), kk, num_queries=num_rows)
     if str(k) not in by_k:  # no finite row: hubness is undefined
         return {key: None for key in (*HUBNESS_KEYS, "k1_skewness")} | {"k": k}, by_k
     hub = {key: by_k[str(k)][key] for key in HUBNESS_KEYS}
@@ -136,68 +149,89 @@ def hubness_record(sims: torch.Tensor, k: int) -> tuple[dict, dict]:
 
 
 def segment_metrics(sims: torch.Tensor, layout: EvalLayout, finite: torch.Tensor, cfg: DictConfig) -> dict:
-    """One segment: retrieval over every row (failed rows are misses), hubness over the finite rows."""
+    """One segment of a dense score matrix: retrieval over every row (failed rows are misses), hubness over the
+    finite rows. The reference that :func:`segment_summary` (what runs use) equals."""
     ranks = row_ranks(sims, layout, finite)
     hub, by_k = hubness_record(sims[finite], int(cfg.hubness.k))
     return {"retrieval": metrics_from_ranks(ranks, median=cfg.metrics.median), "hubness": hub,
             "hubness_by_k": by_k, "ranks": ranks, "failed_rows": int((~finite).sum())}
 
 
-def failed_rows(sims: torch.Tensor) -> torch.Tensor:
-    """(R,) mask of rows with finite scores. The others are failures of the method, scored as misses."""
-    finite = torch.isfinite(sims).all(dim=1)
+def segment_summary(rows: dict[str, torch.Tensor], num_gallery: int, cfg: DictConfig) -> dict:
+    """:func:`segment_metrics` from one segment's rows of :meth:`tta.metrics.streaming.StreamScores.compute`."""
+    finite, ranks = rows["finite"], rows["rank"]
+    neighbours = rows["neighbours"][finite]
+    hub, by_k = hubness_summary(lambda kk: occurrence_from_neighbours(neighbours, num_gallery, kk),
+                                int(finite.sum()), num_gallery, int(cfg.hubness.k))
+    return {"retrieval": metrics_from_ranks(ranks, median=cfg.metrics.median), "hubness": hub,
+            "hubness_by_k": by_k, "ranks": ranks, "failed_rows": int((~finite).sum())}
+
+
+def warn_failed(finite: torch.Tensor) -> None:
+    """Say how many scored rows failed (``finite`` False: non-finite scores, scored as misses)."""
     if not finite.all():
         log.warning("%d of %d scored row(s) contain NaN/inf (the adapted model diverged); they count as misses "
                     "(worst rank) in every retrieval metric and in results.json 'failed_rows'",
                     int((~finite).sum()), len(finite))
-    return finite
 
 
-def _segments(sims: torch.Tensor, shifts: list[ShiftSpec], layout: EvalLayout, finite: torch.Tensor,
-              cfg: DictConfig) -> list[dict]:
-    n_q = len(layout.queries)
-    return [{"shift": s.name, "severity": s.severity, **segment_metrics(rows, layout, ok, cfg)}
-            for s, rows, ok in zip(shifts, sims.split(n_q), finite.split(n_q), strict=True)]
+def _segments(rows: dict[str, torch.Tensor], shifts: list[ShiftSpec], num_gallery: int, cfg: DictConfig) -> list[dict]:
+    return [{"shift": s.name, "severity": s.severity,
+             **segment_summary({k: v[rows["segment"] == i] for k, v in rows.items()}, num_gallery, cfg)}
+            for i, s in enumerate(shifts)]
+
+
+def stream_rows(accumulator, n_q: int, num_segments: int) -> dict[str, torch.Tensor]:
+    """The accumulator's rows, checked to be every query of every segment once, in stream order."""
+    rows = accumulator.compute()
+    if not (torch.equal(rows["index"].long(), torch.arange(n_q).repeat(num_segments))
+            and torch.equal(rows["segment"].long(), torch.arange(num_segments).repeat_interleave(n_q))):
+        raise RuntimeError(f"the scored rows are not every query of every segment once in stream order "
+                           f"({len(rows['index'])} rows for {n_q} queries x {num_segments} segments)")
+    return rows
 
 
 def score_stream(adapter, ctx: StreamContext, time_s: dict) -> tuple[RunResults, ScoredRows]:
-    """The results record of a finished stream, with its per-query outcome."""
+    """The results record of a finished stream, with its per-query outcome (from the adapter's
+    :class:`~tta.metrics.streaming.StreamScores`: no score matrix needed)."""
     cfg, shifts = ctx.cfg, ctx.shifts
-    sims, order = adapter.scores()
-    n_q = len(ctx.layout.queries)
-    if not torch.equal(order, torch.arange(n_q).repeat(len(shifts))):
-        raise RuntimeError("scored rows are not in stream order")
-    finite = failed_rows(sims)
-    segments = _segments(sims, shifts, ctx.layout, finite, cfg)
+    n_q, num_g = len(ctx.layout.queries), adapter.scored.num_gallery
+    rows = stream_rows(adapter.scored, n_q, len(shifts))
+    finite = rows["finite"]
+    warn_failed(finite)
+    segments = _segments(rows, shifts, num_g, cfg)
     retrieval, hub, by_k = _stream_means(segments, int(cfg.hubness.k))
     ids = [p.video_id if cfg.task == "v2t" else (p.caption_id or p.video_id) for p in ctx.layout.queries]
-    scored = ScoredRows(sims, torch.cat([s.pop("ranks") for s in segments]), finite, ids * len(shifts),
-                        torch.arange(len(shifts)).repeat_interleave(n_q))
+    for s in segments:
+        s.pop("ranks")
+    dense = adapter.scores()[0] if adapter.rows else None
+    scored = ScoredRows(dense, rows["rank"], finite, ids * len(shifts), rows["segment"],
+                        neighbours=rows["neighbours"], num_gallery=num_g, head=adapter.head_block())
     single, shift = len(shifts) == 1, shifts[0]
     extra = shift_record(shift, ctx.video_pairs, ctx.copy)
     extra["shift_implementation"] = _implementations(ctx)
     extra.update(failed_rows=int((~finite).sum()), hubness_by_k=by_k, cost=cost_record(time_s))
-    raw = adapter.raw_scores()
-    if raw is not None:  # what the refinement (HSM, a post-hoc refiner) changed, within the same run
-        raw_finite = torch.isfinite(raw).all(dim=1)
-        raw_segments = _segments(raw, shifts, ctx.layout, raw_finite, cfg)
+    if adapter.scored_raw.update_count:  # what the refinement (HSM, a post-hoc refiner) changed, within the run
+        raw = stream_rows(adapter.scored_raw, n_q, len(shifts))
+        raw_segments = _segments(raw, shifts, num_g, cfg)
         extra["retrieval_raw"], extra["hubness_raw"], extra["hubness_by_k_raw"] = _stream_means(
             raw_segments, int(cfg.hubness.k))
-        scored.raw_ranks = torch.cat([s.pop("ranks") for s in raw_segments])
+        scored.raw_ranks = raw["rank"]
     if not single:
         extra.update(reset_policy=adapter.reset_policy, segments=[_public(s) for s in segments])
     posthoc = getattr(adapter, "posthoc", None)
+    top1 = rows["neighbours"][finite, 0]
     results = RunResults(
         task=cfg.task, model=cfg.model.name, adapter=cfg.adapter.name, posthoc=getattr(posthoc, "name", "none"),
         scenario=cfg.scenario.name, train_data=ctx.train_data, checkpoint=ctx.checkpoint,
         shift=shift.name if single else "stream", severity=shift.severity if single else 0, data=cfg.data.name,
         seed=int(cfg.seed), shift_seed=shift.seed, shifted_side=ctx.shifted_side, num_queries=n_q,
-        num_gallery=int(sims.shape[1]), num_pairs_read=ctx.num_read, evaluation=evaluation_record(ctx.layout, cfg.task),
+        num_gallery=num_g, num_pairs_read=ctx.num_read, evaluation=evaluation_record(ctx.layout, cfg.task),
         skipped=ctx.report.skipped_record(), input_notes=ctx.report.notes_record(), retrieval=retrieval, hubness=hub,
         median_convention=cfg.metrics.median,
         counters={**adapter.counters, **(posthoc.stats() if posthoc is not None else {})}, time_s=time_s,
         versions=versions(), config=OmegaConf.to_container(cfg, resolve=True),
-        collapse=collapse_check(sims[finite], float(cfg.get("collapse_share", 0.5))), extra=extra)
+        collapse=top1_collapse(top1, num_g, float(cfg.get("collapse_share", 0.5))), extra=extra)
     return results, scored
 
 
@@ -293,13 +327,18 @@ def shift_record(shift: ShiftSpec, pairs, copy: PerturbedCopy | None) -> dict[st
 
 
 def collapse_check(sims: torch.Tensor, share: float = 0.5) -> dict[str, Any]:
-    """Detect a collapsed model: one gallery item is the top-1 of at least ``share`` of the queries."""
-    if sims.shape[0] == 0:  # every row failed
+    """Detect a collapsed model in a dense score matrix (:func:`top1_collapse` of its row maxima)."""
+    return top1_collapse(sims.argmax(dim=1), sims.shape[1], share)
+
+
+def top1_collapse(top1: torch.Tensor, num_gallery: int, share: float = 0.5) -> dict[str, Any]:
+    """Detect a collapsed model: one gallery item is the top-1 (``top1``, (R,) of the finite rows) of at least
+    ``share`` of the queries."""
+    if top1.shape[0] == 0:  # every row failed
         return {"top1_mode_share": None, "distinct_top1": 0, "collapsed": True}
-    top1 = sims.argmax(dim=1)
-    counts = torch.bincount(top1, minlength=sims.shape[1])
-    mode_share = float(counts.max()) / max(1, sims.shape[0])
-    collapsed = mode_share >= share and sims.shape[0] > 1
+    counts = torch.bincount(top1, minlength=num_gallery)
+    mode_share = float(counts.max()) / max(1, top1.shape[0])
+    collapsed = mode_share >= share and top1.shape[0] > 1
     if collapsed:
         log.warning("collapse: gallery item %d is the top-1 of %.0f%% of the queries; the adapted model retrieves "
                     "one item for everything", int(counts.argmax()), 100 * mode_share)
@@ -380,17 +419,17 @@ def write_run(run_dir: Path, results: RunResults, scored: ScoredRows, history: l
     record = results.to_dict()
     write_query_ranks(run_dir / QUERY_RANKS_FILE, scored)
     atomic_write_json(run_dir / "history.json", [vars(r) for r in history])
-    sims, finite, n_q = scored.sims, scored.finite, results.num_queries
     if cfg.save.k_occurrence:
-        k_hist = min(15, sims.shape[1])  # N_15 (HAT-VTR Fig. 2), or N_G for a gallery smaller than 15
-        counts = [k_occurrence(rows[ok], k_hist).tolist() if ok.any() else []
-                  for rows, ok in zip(sims.split(n_q), finite.split(n_q), strict=True)]
+        k_hist = min(K_OCCURRENCE_FILE_K, scored.num_gallery)  # N_15, or N_G for a gallery smaller than 15
+        counts = [occurrence_from_neighbours(scored.neighbours[(scored.segment == s) & scored.finite],
+                                             scored.num_gallery, k_hist).tolist()
+                  if ((scored.segment == s) & scored.finite).any() else []
+                  for s in range(int(scored.segment.max()) + 1)]
         atomic_write_json(run_dir / "k_occurrence.json", {"k": k_hist, "counts": counts[-1], "per_segment": counts})
     if cfg.save.sims:
-        atomic_torch_save(run_dir / "sims.pt", sims.half())
-    head = int(cfg.save.get("sims_head") or 0)
-    if head:  # the similarity heatmap of the report (HAT-VTR Fig. 9): first queries x first gallery items
-        atomic_torch_save(run_dir / "sims_head.pt", sims[:head, :head].half().clone())
+        atomic_torch_save(run_dir / "sims.pt", scored.sims.half())
+    if scored.head is not None:  # the similarity heatmap of the report (HAT-VTR Fig. 9)
+        atomic_torch_save(run_dir / "sims_head.pt", scored.head.half().clone())
     atomic_write_json(run_dir / "results.json", record)  # last: its presence marks a complete run
     return record
 
@@ -406,7 +445,7 @@ def write_query_ranks(path: Path, scored: ScoredRows) -> None:
 
     arrays = {"query_id": np.asarray(scored.query_ids, dtype=str), "segment": scored.segment.numpy().astype(np.int16),
               "rank": scored.ranks.numpy().astype(np.int32), "failed": ~scored.finite.numpy(),
-              "num_gallery": np.asarray(scored.sims.shape[1])}
+              "num_gallery": np.asarray(scored.num_gallery)}
     if scored.raw_ranks is not None:
         arrays["rank_raw"] = scored.raw_ranks.numpy().astype(np.int32)
     buf = io.BytesIO()

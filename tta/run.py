@@ -27,6 +27,7 @@ from tta.results import (
     NOT_IDENTITY,
     StreamContext,
     complete_results,
+    neighbour_width,
     provenance,
     reset_peak_memory,
     score_stream,
@@ -89,6 +90,9 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     model, data = build_data(cfg, scenario, cache, start_batch)
     adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
                             source_split=data.source_split(scenario.train_data))
+    # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
+    adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=bool(cfg.save.sims),
+                         head=int(cfg.save.get("sims_head") or 0))
     config = OmegaConf.to_container(cfg, resolve=True)
     started = {k: v for k, v in provenance(cfg, t_start).items() if k != "finished"}
     loggers = build_loggers(cfg.get("logger"), run_dir, {**config, "provenance": started},

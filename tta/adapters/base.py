@@ -2,8 +2,9 @@
 
 The base owns the mechanics: the gallery (encoded once by the source model, never updated), the optimizer (built in
 ``setup("test")``; Lightning builds optimizers only when fitting), the reset snapshot of the adapted parameters and
-the optimizer state, the update loop with its non-finite guard, the reset policy, scores in stream order, the
-per-batch history and the resumable state. A method (``tta/adapters/<name>.py``, config
+the optimizer state, the update loop with its non-finite guard, the reset policy, what the scores leave behind (per-row
+ranks and neighbour lists in :class:`~tta.metrics.streaming.StreamScores`; the dense rows only when asked:
+:meth:`OnlineAdapter.track_scores`), the per-batch history and the resumable state. A method (``tta/adapters/<name>.py``, config
 ``tta/conf/adapter/<name>.yaml``; docs/adding-an-adapter.md) overrides only what it changes:
 
     configure_model()             -> None. Train/eval modes and requires_grad (default: all frozen, eval mode,
@@ -58,6 +59,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from tta.metrics import HUBNESS_KS
+from tta.metrics.streaming import StreamScores
 from tta.models.retrieval import RetrievalModel
 
 log = logging.getLogger(__name__)
@@ -65,7 +68,8 @@ log = logging.getLogger(__name__)
 RESET_POLICIES = ("per_shift", "episodic", "never")
 PREDICT_WITH = ("last_forward", "post_update")
 #: the base's resumable attributes (a method adds its own with the ``state_keys`` class attribute)
-BASE_STATE_KEYS = ("rows", "raw_rows", "indices", "history", "counters", "r1", "_segment")
+BASE_STATE_KEYS = ("rows", "raw_rows", "indices", "scored", "scored_raw", "head_rows", "history", "counters", "r1",
+                   "_segment")
 
 
 @dataclass
@@ -148,10 +152,17 @@ class OnlineAdapter(L.LightningModule):
         self.task = "v2t"
         self.optimizer: torch.optim.Optimizer | None = None
         self._snapshot: dict | None = None
+        # what the stream's scores leave behind (track_scores): per-row ranks and neighbour lists, refined and, for
+        # refining methods, raw (before refine_scores / posthoc: raw vs refined hubness and ranks)
+        self.scored: StreamScores | None = None
+        self.scored_raw: StreamScores | None = None
+        # the dense scored rows and their stream indices, kept while keep_rows (the runner: save.sims=true)
+        self.keep_rows = True
         self.rows: list[torch.Tensor] = []
-        # the scores before refine_scores / posthoc, kept only by refining methods (raw vs refined hubness and ranks)
         self.raw_rows: list[torch.Tensor] = []
         self.indices: list[torch.Tensor] = []
+        self.head_size = 0  # the first head_size x head_size block of the scores is kept (save.sims_head heatmap)
+        self.head_rows: list[torch.Tensor] = []
         self.history: list[BatchRecord] = []
         self.gt: torch.Tensor | None = None
         # (G,) relevance class of each gallery item when a query has several relevant items (multi-caption v2t:
@@ -187,7 +198,18 @@ class OnlineAdapter(L.LightningModule):
         self.model, self.task = model, task
         self.register_buffer("gallery", gallery, persistent=False)
         self.gt, self.gallery_class = gt, gallery_class
+        if gt is not None:
+            self.track_scores()
         self.configure_model()
+
+    def track_scores(self, k: int = max(HUBNESS_KS), keep_rows: bool = True, head: int = 0) -> None:
+        """What the adapter keeps of the scores it produces (before the stream; needs the ground truth of
+        :meth:`bind`): every row's rank and top-``k`` neighbours (:class:`StreamScores`), the dense rows only
+        when ``keep_rows`` (the runner keeps them for ``save.sims``), and the first ``head`` x ``head`` block."""
+        num_g = self.gallery.shape[0]
+        self.scored = StreamScores(self.gt, num_g, self.gallery_class, k)
+        self.scored_raw = StreamScores(self.gt, num_g, self.gallery_class, k)
+        self.keep_rows, self.head_size = bool(keep_rows), int(head)
 
     @property
     def query_side(self) -> str:
@@ -290,6 +312,9 @@ class OnlineAdapter(L.LightningModule):
             raise ValueError(f"the checkpoint lacks {sorted(missing)}: it was written by another adapter")
         for key in self.resume_keys():
             setattr(self, key, state["attrs"][key])
+        for accumulator in (self.scored, self.scored_raw):
+            if accumulator is not None:  # unpickled on the CPU; the scores arrive on the adapter's device
+                accumulator.to(self.device)
         for name, values in state["parts"].items():
             _load_declared_state(getattr(self, name, None), values)
         params = self.params_to_adapt()
@@ -437,23 +462,39 @@ class OnlineAdapter(L.LightningModule):
             sims = self.refine_scores(raw)
             if self.posthoc is not None:
                 sims = self.posthoc(sims)
-        if self.refines:
-            self.raw_rows.append(raw.detach().cpu())
         self.on_batch_end(record)
         self.record = self.batch_index = None
         record.adapt_s = time.perf_counter() - start
         self.counters["skipped_updates"] += record.skipped_updates
-        self.rows.append(sims.detach().cpu())
-        self.indices.append(batch["index"].detach().cpu())
+        self.keep_scores(sims.detach(), raw.detach(), batch["index"], segment)
         if self.gt is not None:
-            hit = self.is_relevant(self.rows[-1].argmax(dim=1), self.indices[-1]).sum().item()
-            self.r1.add(hit, len(self.indices[-1]))
+            hit = self.is_relevant(sims.argmax(dim=1), batch["index"]).sum().item()
+            self.r1.add(hit, len(batch["index"]))
             record.running_r1 = 100.0 * self.r1.total / self.r1.count
         self.history.append(record)
         if record.losses:
             self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
         if not math.isnan(record.running_r1):
             self.log("stream/R@1", record.running_r1, on_step=True, prog_bar=True, batch_size=record.size)
+
+    def keep_scores(self, sims: torch.Tensor, raw: torch.Tensor, index: torch.Tensor, segment: int) -> None:
+        """Hand a scored batch to the accumulators and keep what :meth:`track_scores` asked for."""
+        if self.scored is not None:
+            self.scored.update(sims, index, segment)
+            if self.refines:
+                self.scored_raw.update(raw, index, segment)
+        if self.keep_rows:
+            self.rows.append(sims.cpu())
+            self.indices.append(index.detach().cpu())
+            if self.refines:
+                self.raw_rows.append(raw.cpu())
+        missing = self.head_size - sum(len(r) for r in self.head_rows)
+        if missing > 0:  # the report's heatmap (HAT-VTR Fig. 9) needs actual scores, not ranks
+            self.head_rows.append(sims[:missing, :self.head_size].cpu().clone())
+
+    def head_block(self) -> torch.Tensor | None:
+        """The first ``head`` x ``head`` block of the scores (rows in stream order), or None when not kept."""
+        return torch.cat(self.head_rows) if self.head_rows else None
 
     def is_relevant(self, picked: torch.Tensor, queries: torch.Tensor | None) -> torch.Tensor | None:
         """Whether gallery item ``picked[i]`` is relevant to stream query ``queries[i]`` (diagnostics only);
@@ -471,9 +512,10 @@ class OnlineAdapter(L.LightningModule):
         return type(self).refine_scores is not OnlineAdapter.refine_scores or self.posthoc is not None
 
     def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Q, G) scored rows in stream order and the (Q,) query indices they belong to."""
+        """(Q, G) scored rows in stream order and the (Q,) query indices they belong to (kept while
+        ``keep_rows``)."""
         if not self.rows:
-            raise RuntimeError("no batch was scored")
+            raise RuntimeError("no scored rows are kept: no batch was scored, or track_scores(keep_rows=False)")
         return torch.cat(self.rows), torch.cat(self.indices)
 
     def raw_scores(self) -> torch.Tensor | None:

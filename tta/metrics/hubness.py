@@ -33,6 +33,8 @@ HUBNESS_KEYS: tuple[str, ...] = (
     "antihub",
     "hub_occurrence",
 )
+#: the k at which runs keep the full statistics (HAT-VTR reports k = 10; its Fig. 2 uses 15)
+HUBNESS_KS: tuple[int, ...] = (1, 10, 15)
 _DEFAULT_CHUNK = 1024
 
 
@@ -67,6 +69,44 @@ def stable_topk_mask(rows: torch.Tensor, k: int) -> torch.Tensor:
     at = rows == kth
     free = k - above.sum(dim=1, keepdim=True)
     return above | (at & (torch.cumsum(at.to(torch.long), dim=1) <= free))
+
+
+def stable_topk_indices(rows: torch.Tensor, k: int) -> torch.Tensor:
+    """The stable top-k of each row in order: score descending, ties to the lower gallery index.
+
+    Its first k' <= k columns are the stable top-k' (the members of :func:`stable_topk_mask` at k'), so one
+    neighbour list serves every smaller k.
+
+    Args:
+        rows: (R, G) floating-point scores without NaN.
+        k: Neighbourhood size, 1 <= k <= G.
+
+    Returns:
+        (R, k) long tensor of gallery indices.
+    """
+    top = torch.topk(rows, k, dim=1, largest=True, sorted=True)
+    kth = top.values[:, k - 1 : k]
+    idx = top.indices
+    # topk takes an arbitrary subset of the items tied at the k-th score; where it left some out, the lowest
+    # indices belong to the stable top-k
+    short = (rows == kth).sum(dim=1) > (top.values == kth).sum(dim=1)
+    if bool(short.any()):
+        idx = idx.clone()
+        idx[short] = stable_topk_mask(rows[short], k).nonzero()[:, 1].view(-1, k)
+    idx = idx.sort(dim=1).values
+    order = rows.gather(1, idx).sort(dim=1, descending=True, stable=True).indices
+    return idx.gather(1, order)
+
+
+def occurrence_from_neighbours(neighbours: torch.Tensor, num_gallery: int, k: int) -> torch.Tensor:
+    """k-occurrence N_k from ordered neighbour lists (:func:`stable_topk_indices` rows of width >= k).
+
+    Returns:
+        (G,) long tensor on the CPU summing to R·k; equal to :func:`k_occurrence` of the rows the lists came from.
+    """
+    if not 1 <= k <= neighbours.shape[1]:
+        raise ValueError(f"k = {k} needs neighbour lists of width >= k, got width {neighbours.shape[1]}")
+    return torch.bincount(neighbours[:, :k].reshape(-1).cpu(), minlength=num_gallery)
 
 
 def k_occurrence(sims: torch.Tensor, k: int) -> torch.Tensor:

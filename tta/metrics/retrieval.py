@@ -198,6 +198,30 @@ def gt_ranks_multi(sims: torch.Tensor, relevant_mask: torch.Tensor) -> torch.Ten
     return _ranks_and_ties(sims, best)[0]
 
 
+def ranks_with_failures(sims: torch.Tensor, gt: torch.Tensor, finite: torch.Tensor,
+                        gallery_class: torch.Tensor | None = None) -> torch.Tensor:
+    """Ranks of a block of query rows, a row with non-finite scores being a miss at the worst rank G.
+
+    Args:
+        sims: (Q, G) score matrix.
+        gt: (Q,) relevance class of each query: its gallery index, or with ``gallery_class`` the class that
+            marks its relevant items (several per query: the best-ranked one counts, :func:`gt_ranks_multi`).
+        finite: (Q,) False for a failed row.
+        gallery_class: (G,) relevance class of each gallery item; None when item j's class is j.
+
+    Returns:
+        (Q,) long tensor of ranks on ``sims.device``.
+    """
+    ranks = torch.full((sims.shape[0],), sims.shape[1], dtype=torch.long, device=sims.device)
+    if bool(finite.any()):
+        ok, want = sims[finite], gt[finite].to(sims.device)
+        if gallery_class is None:
+            ranks[finite] = gt_ranks(ok, want)
+        else:
+            ranks[finite] = gt_ranks_multi(ok, want[:, None] == gallery_class.to(sims.device)[None, :])
+    return ranks
+
+
 def metrics_from_ranks(ranks: torch.Tensor, median: str = "lower") -> dict[str, float]:
     """R@1/5/10/50 (percent), median and mean rank from a vector of ranks.
 
