@@ -116,6 +116,7 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("shift.options.ratio", Real(0, 1, lo_open=True)),
     ("shift.options.threads", Int(1)),
     ("shift.options.flow_scale", Real(0, 1, lo_open=True)),
+    ("shift.options.top_k", Int(1, 50)),
     ("trainer.devices", Int(1, words=("auto",))),
     ("trainer.num_nodes", Int(1)),
     ("trainer.log_every_n_steps", Int(1)),
