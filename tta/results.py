@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.layout import EvalLayout
 from tta.data.screen import InputReport
+from tta.data.shift_effect import effect_record
 from tta.data.stream import PerturbedCopy, ShiftSpec
 from tta.metrics import (
     HUBNESS_KEYS,
@@ -53,6 +54,10 @@ class StreamContext:
     checkpoint: str
     shifted_side: str
     copy: PerturbedCopy | None = None
+    reference: torch.Tensor | None = None  # (Q, G) clean scores of the source model (tta/data/shift_effect.py)
+    input_change: dict | None = None  # what the shifts did to the inputs, per side
+    query_filter: dict | None = None  # the D_q filter's record
+    gallery_shift: ShiftSpec | None = None  # gallery_shift= (multimodal shifts)
 
 
 @dataclass
@@ -177,6 +182,7 @@ def score_stream(adapter, ctx: StreamContext, time_s: dict) -> tuple[RunResults,
     extra = shift_record(shift, ctx.video_pairs, ctx.copy)
     extra["shift_implementation"] = _implementations(ctx)
     extra.update(failed_rows=int((~finite).sum()), hubness_by_k=by_k, cost=cost_record(time_s))
+    extra.update(effect_record(ctx, sims, scored.ranks))
     raw = adapter.raw_scores()
     if raw is not None:  # what the refinement (HSM, a post-hoc refiner) changed, within the same run
         raw_finite = torch.isfinite(raw).all(dim=1)

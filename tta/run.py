@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from tta.adapters import build_adapter
 from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
 from tta.data.module import RetrievalDataModule
+from tta.data.shift_effect import InputDistances
 from tta.media.video import VideoDecodeError, video_decoder
 from tta.results import (
     NOT_IDENTITY,
@@ -81,9 +82,10 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     scenario = Scenario.from_config(cfg)
     model = scenario.load_model(cfg, cache)
     start_batch, state = resume_point(run_dir, cfg)
-    data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch)
+    data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch, scenario.gallery_shift)
     log.info("video decoder: %s", video_decoder())
     data.setup("test")
+    reference = data.clean_reference()  # before the adapter touches the model
     adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
                             source_split=data.source_split(scenario.train_data))
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -92,9 +94,12 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
                             identity={k: v for k, v in config.items() if k not in NOT_IDENTITY})
     status = "failed"
     try:
-        adapt_s = stream(cfg, adapter, data, run_callbacks(cfg, run_dir, state, loggers, stop), state, loggers)
+        distances = InputDistances()
+        adapt_s = stream(cfg, adapter, data, [*run_callbacks(cfg, run_dir, state, loggers, stop), distances], state,
+                         loggers)
         ctx = StreamContext(cfg, scenario.shifts, data.layout, data.report, data.num_read, data.video_pairs,
-                            scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy)
+                            scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy,
+                            reference, data.input_change(distances.record()), data.query_filter, scenario.gallery)
         n_scored = len(data.layout.queries) * len(scenario.shifts)
         results, scored = score_stream(adapter, ctx, time_s={
             "total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
