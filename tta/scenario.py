@@ -173,6 +173,9 @@ def _checked(shift: ShiftSpec) -> ShiftSpec:
         kind = shift.kind
     except KeyError as e:
         raise ValueError(str(e).strip('"')) from None
+    if shift.min_similarity is not None and kind != "text":
+        raise ValueError(f"options.min_similarity filters perturbed captions by their similarity to the clean ones, "
+                         f"but shift {shift.name!r} is a {kind} shift; drop the option")
     if kind != "clean" and not is_mixed(shift.name):  # a mixed stream draws its severities per item
         from tta.shifts.registry import check_options, check_severity, get_shift
 

@@ -66,9 +66,6 @@ def min_similarity_filter(pairs: list[VideoTextPair], report: InputReport, shift
     count them in ``report`` (reason ``below_min_similarity``); returns the kept pairs and the filter record."""
     if shift.min_similarity is None:
         return pairs, None
-    if shift.kind != "text":
-        raise ValueError(f"{side}.options.min_similarity filters perturbed captions by their similarity to the clean "
-                         f"ones, but shift {shift.name!r} is a {shift.kind} shift; drop the option")
     sim = caption_similarities(pairs, shift)
     keep = sim >= shift.min_similarity
     kept_rows = [r for r, k in zip(report.kept, keep.tolist(), strict=True) if k]
