@@ -239,7 +239,7 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                        "R@10": metrics.get("R@10"), "RSUM": rsum(metrics), "skewness": metrics.get("skewness"),
                        "queries": QueryRanks.decode(metrics["per_query"]) if metrics.get("per_query") else None}
                 ident = [row[k] for k in ("config", "model", "task", "scenario", "data", "train_data", "seed", "shift",
-                                          "severity")]
+                                          "severity", "gallery_shift")]
                 out[json.dumps(ident)] = row  # a dict keeps the first position, with the later value
     if not out:
         raise ValueError(f"no rows in {', '.join(map(str, files))}")
