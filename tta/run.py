@@ -33,7 +33,7 @@ from tta.results import (
     score_stream,
     write_run,
 )
-from tta.scenario import Scenario
+from tta.scenario import Scenario, register_query_task
 from tta.utils.config import print_config_tree
 from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_safe
@@ -50,6 +50,7 @@ log = logging.getLogger("tta.run")
 # and the adapters mix it with query features, so a model cast to half or double precision ("*-true") cannot run
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed")
 register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directories)
+register_query_task()  # ${tta_query_task:...} of experiment configs that sweep both directions
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -82,6 +82,23 @@ def query_side_of(task: str) -> str:
     return "video" if task == "v2t" else "text"
 
 
+def query_task(shift_name: str) -> str:
+    """The direction whose queries a shift perturbs: ``t2v`` for a text shift, ``v2t`` otherwise. Registered as the
+    config resolver ``${tta_query_task:<shift name>}`` (:func:`register_query_task`), so one sweep can run video
+    shifts on v2t and text shifts on t2v."""
+    from tta.shifts import shift_kind
+
+    try:
+        return "t2v" if shift_kind(str(shift_name)) == "text" else "v2t"
+    except KeyError:
+        raise ValueError(f"unknown shift {shift_name!r}: no query direction") from None
+
+
+def register_query_task() -> None:
+    if not OmegaConf.has_resolver("tta_query_task"):
+        OmegaConf.register_new_resolver("tta_query_task", query_task)
+
+
 def train_data_config(cfg: DictConfig) -> DictConfig:
     """The dataset the source model was fine-tuned on: ``data`` itself, or ``scenario.train_data`` (cross)."""
     name = cfg.scenario.get("train_data")

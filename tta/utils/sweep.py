@@ -112,21 +112,8 @@ def job_dirname(override_dirname: str, identity: str = "", max_len: int = 100) -
     return f"{prefix}-{digest}"
 
 
-def query_task(shift_name: str) -> str:
-    """The direction whose queries a shift perturbs: ``t2v`` for a text shift, ``v2t`` otherwise. Registered as
-    ``${tta_query_task:<shift name>}``, so one sweep can run video shifts on v2t and text shifts on t2v."""
-    from tta.shifts import shift_kind
-
-    try:
-        return "t2v" if shift_kind(str(shift_name)) == "text" else "v2t"
-    except KeyError:
-        raise ValueError(f"unknown shift {shift_name!r}: no query direction") from None
-
-
 def register_resolvers() -> None:
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("tta_dirname"):
         OmegaConf.register_new_resolver("tta_dirname", job_dirname)
-    if not OmegaConf.has_resolver("tta_query_task"):
-        OmegaConf.register_new_resolver("tta_query_task", query_task)
