@@ -55,3 +55,4 @@ def test_metrics_by_category_by_hand():
     weighted = sum(v["num_queries"] * v["R@1"] for v in out.values()) / len(ranks)
     assert weighted == pytest.approx(100.0 * 2 / 5)  # the run's R@1
     assert metrics_by_category(ranks, [None] * 5) == {}
+    assert metrics_by_category(ranks, ["0"] * 5) == {}  # one category repeats the run: no breakdown

@@ -43,6 +43,8 @@ def test_report_breaks_results_down_by_category(tmp_path):
 
 def test_no_category_table_without_categories(tmp_path):
     write_run(tmp_path / "sweep", ranks=[1, 2])
+    one = write_run(tmp_path / "sweep", shift="fog", ranks=[1, 2])
+    _add(one, by_category={"0": {"num_queries": 2, "R@1": 50.0}})
     build_report(tmp_path / "sweep", resamples=200)
     assert not (tmp_path / "sweep" / "report" / "categories.md").exists()
 

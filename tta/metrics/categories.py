@@ -16,12 +16,13 @@ from tta.metrics.retrieval import metrics_from_ranks
 
 def metrics_by_category(ranks: torch.Tensor, categories: Sequence[str | None], median: str = "lower") -> dict:
     """``{category: {"num_queries", "R@1", ..., "MnR"}}`` in sorted category order; queries without a category
-    are grouped under ``"unknown"``. Empty when no query has a category."""
+    are grouped under ``"unknown"``. Empty when the queries do not fall into at least two categories (one category
+    would only repeat the run's metrics)."""
     if len(categories) != len(ranks):
         raise ValueError(f"{len(ranks)} ranks but {len(categories)} query categories")
-    if all(c is None for c in categories):
-        return {}
     names = ["unknown" if c is None else str(c) for c in categories]
+    if len(set(names)) < 2 or all(c is None for c in categories):
+        return {}
     out = {}
     for name in sorted(set(names)):
         rows = torch.tensor([i for i, n in enumerate(names) if n == name])

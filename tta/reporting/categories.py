@@ -10,9 +10,10 @@ from tta.reporting.tables import Table, run_shift_label
 
 
 def category_table(df: pd.DataFrame, metric: str = "R@1") -> Table | None:
-    """One row per run with categories, one column per category (the union over runs); None when no run has any."""
+    """One row per run with categories, one column per category (the union over runs); None when no run has two
+    or more."""
     df = complete_columns(df)
-    runs = df[df["by_category"].map(lambda c: isinstance(c, dict) and bool(c))]
+    runs = df[df["by_category"].map(lambda c: isinstance(c, dict) and len(c) > 1)]
     if runs.empty:
         return None
     names = sorted({c for cats in runs["by_category"] for c in cats})
