@@ -9,11 +9,13 @@ import pytest
 import torch
 
 from tests.conftest import tiny_overrides
+from tta.data.gallery import gallery_key
 from tta.data.registry import load_pairs
 from tta.data.shift_effect import FILTER_REASON, caption_similarities
 from tta.data.stream import ShiftSpec
 from tta.metrics.consistency import consistency
 from tta.run import run
+from tta.scenario import Scenario
 from tta.utils.config import compose
 from tta.utils.config_rules import ConfigValueError
 
@@ -68,24 +70,30 @@ def test_bad_filter_and_gallery_shift_settings_are_user_errors(tiny_cache, tmp_p
         _run(tiny_cache, tmp_path, "bad", "task=t2v", *extra)
 
 
+def _gallery_file(cache, *overrides):
+    """The cache file of the gallery a run with ``overrides`` encodes (tta/data/gallery.py key)."""
+    cfg = compose("run", tiny_overrides(cache, *overrides))
+    scenario = Scenario.from_config(cfg)
+    model = scenario.load_model(cfg, cache)
+    pairs = load_pairs(cfg.data, "test", cache)  # the tiny test split: every pair usable, one caption per video
+    return cache / "gallery" / f"video-{gallery_key(model, cfg, 'video', scenario.gallery_shift, pairs)}.pt"
+
+
 def test_gallery_shift_perturbs_the_gallery_once_under_its_own_key(tiny_cache, tmp_path):
-    files = lambda: set((tiny_cache / "gallery").glob("video-*.pt"))  # noqa: E731
+    shifted = ("task=t2v", "shift=ocr", "shift@gallery_shift=gaussian", "gallery_shift.severity=5")
     plain = _run(tiny_cache, tmp_path, "plain", "task=t2v", "shift=ocr")
-    before = files()
-    both = _run(tiny_cache, tmp_path, "both", "task=t2v", "shift=ocr", "shift@gallery_shift=gaussian",
-                "gallery_shift.severity=5")
-    new = files() - before
-    assert len(new) == 1  # the noisy gallery, next to the clean one
-    noisy = torch.load(next(iter(new)))
-    clean = torch.load(next(f for f in before if torch.load(f).shape == noisy.shape))
-    assert (noisy - clean).abs().max() > 1e-3
+    clean_file, noisy_file = _gallery_file(tiny_cache, "task=t2v"), _gallery_file(tiny_cache, *shifted)
+    assert clean_file != noisy_file and clean_file.exists()
+    noisy_file.unlink(missing_ok=True)
+    both = _run(tiny_cache, tmp_path, "both", *shifted)
+    written = noisy_file.stat().st_mtime_ns
+    assert (torch.load(noisy_file) - torch.load(clean_file)).abs().max() > 1e-3  # the gallery really is noisy
     assert both["shifted_side"] == "both" and plain["shifted_side"] == "query"
     assert both["gallery_shift"] == {"name": "gaussian", "severity": 5,
                                      "options": {"apply_at": "native", "temporal_mode": "code"}}
-    again = _run(tiny_cache, tmp_path, "again", "task=t2v", "shift=char_swap", "shift@gallery_shift=gaussian",
-                 "gallery_shift.severity=5")
-    assert files() - before == new  # reused: encoded once per gallery shift
-    assert plain["retrieval"] != both["retrieval"] or plain["consistency"] != both["consistency"]
+    again = _run(tiny_cache, tmp_path, "again", "task=t2v", "shift=char_swap", *shifted[2:])
+    assert noisy_file.stat().st_mtime_ns == written  # read back, not encoded again
+    assert both["consistency"]["top1_unchanged"] < plain["consistency"]["top1_unchanged"]
     assert again["consistency"]["top1_unchanged"] < 1.0
 
 
