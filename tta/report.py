@@ -27,6 +27,8 @@ The ``paper`` layout writes to ``--out`` (default ``<sweep dir>/report``):
   (:mod:`tta.reporting.compare`); ``gain_cost_*.png``: gain against ms/query ratio, one point per adapter;
 * ``robustness.md`` / ``.csv``: relative and absolute robustness and MMI against the clean reference,
   aggregated severity -> type -> level (or Schiappa category) -> overall;
+* ``categories.md`` / ``.csv`` / ``.tex``: the metric of every run per video category (results.json
+  ``by_category``), when the runs have categories;
 * ``kocc_*.png`` (k-occurrence histograms per adapter, Fig. 2), ``sims_*.png`` (score heatmaps of the first 250
   queries, Fig. 9), ``severity_*.png`` (R@1 against severity per shift, Fig. 13);
 * ``index.html``: all of it on one self-contained page (images inlined).
@@ -42,6 +44,7 @@ import re
 import sys
 from pathlib import Path
 
+from tta.reporting.categories import category_table
 from tta.reporting.collect import export_rows, load_runs, provenance_summary, shift_label
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, pooled
 from tta.reporting.pages import render_pages, render_tables
@@ -96,9 +99,11 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     tables = paper_tables(df, metric, src if metric in PAIRED_METRICS else None)
     comparisons = [t for a, (c, m) in compared.items() for t in comparison_tables(c, m, a, paired)]
     by_severity = severity_tables(df, metric)
-    for t in (*tables, *by_severity):  # where each table's runs come from, printed under it (results.json "provenance")
+    by_category = [t for t in (category_table(df, paired),) if t is not None]  # when the runs have categories
+    for t in (*tables, *by_severity, *by_category):  # where each table's runs come from, printed under it (results.json "provenance")
         t.provenance = table_provenance(df, t.title)
-    for name, group in (("tables", tables), ("comparisons", comparisons), ("severity_tables", by_severity)):
+    for name, group in (("tables", tables), ("comparisons", comparisons), ("severity_tables", by_severity),
+                        ("categories", by_category)):
         if not group:
             continue
         (out / f"{name}.md").write_text("\n\n".join(_with_provenance(t) for t in group) + "\n")
@@ -115,7 +120,7 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     page = _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary)
     (out / "index.html").write_text(page)
     log.info("report of %s written to %s", summary, out)
-    return {"tables": tables + by_severity, "comparisons": comparisons, "robustness": rob,
+    return {"tables": tables + by_severity + by_category, "comparisons": comparisons, "robustness": rob,
             "figures": [f[2] for f in figures], "html": out / "index.html", "failures": failures, "runs": df,
             "summary": summary}
 

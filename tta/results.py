@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.layout import EvalLayout
 from tta.data.screen import InputReport
+from tta.data.shift_effect import effect_record
 from tta.data.stream import PerturbedCopy, ShiftSpec
 from tta.metrics import (
     HUBNESS_KEYS,
@@ -54,6 +55,10 @@ class StreamContext:
     checkpoint: str
     shifted_side: str
     copy: PerturbedCopy | None = None
+    reference: torch.Tensor | None = None  # (Q, k) best answers of the source model to the clean queries (tta/data/shift_effect.py)
+    input_change: dict | None = None  # what the shifts did to the inputs, per side
+    query_filter: dict | None = None  # the D_q filter's record
+    gallery_shift: ShiftSpec | None = None  # gallery_shift= (multimodal shifts)
 
 
 @dataclass
@@ -211,6 +216,7 @@ def score_stream(adapter, ctx: StreamContext, time_s: dict) -> tuple[RunResults,
     extra = shift_record(shift, ctx.video_pairs, ctx.copy)
     extra["shift_implementation"] = _implementations(ctx)
     extra.update(failed_rows=int((~finite).sum()), hubness_by_k=by_k, cost=cost_record(time_s))
+    extra.update(effect_record(ctx, rows["neighbours"], rows["rank"]))
     if adapter.scored_raw.update_count:  # what the refinement (HSM, a post-hoc refiner) changed, within the run
         raw = stream_rows(adapter.scored_raw, n_q, len(shifts))
         raw_segments = _segments(raw, shifts, num_g, cfg)

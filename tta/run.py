@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from tta.adapters import build_adapter
 from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
 from tta.data.module import RetrievalDataModule
+from tta.data.shift_effect import InputDistances
 from tta.media.video import VideoDecodeError, video_decoder
 from tta.results import (
     NOT_IDENTITY,
@@ -33,7 +34,7 @@ from tta.results import (
     score_stream,
     write_run,
 )
-from tta.scenario import Scenario
+from tta.scenario import Scenario, register_query_task
 from tta.sharding import gallery_ranks, num_ranks
 from tta.utils.config import print_config_tree
 from tta.utils.config_rules import validate_config
@@ -51,6 +52,7 @@ log = logging.getLogger("tta.run")
 # and the adapters mix it with query features, so a model cast to half or double precision ("*-true") cannot run
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed")
 register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directories)
+register_query_task()  # ${tta_query_task:...} of experiment configs that sweep both directions
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -88,6 +90,7 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     scenario = Scenario.from_config(cfg)
     start_batch, state = resume_point(run_dir, cfg)
     model, data = build_data(cfg, scenario, cache, start_batch)
+    reference = data.clean_reference()  # before the adapter touches the model
     adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
                             source_split=data.source_split(scenario.train_data))
     # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
@@ -99,9 +102,12 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
                             identity={k: v for k, v in config.items() if k not in NOT_IDENTITY})
     status = "failed"
     try:
-        adapt_s = stream(cfg, adapter, data, run_callbacks(cfg, run_dir, state, loggers, stop), state, loggers)
+        distances = InputDistances()
+        adapt_s = stream(cfg, adapter, data, [*run_callbacks(cfg, run_dir, state, loggers, stop), distances], state,
+                         loggers)
         ctx = StreamContext(cfg, scenario.shifts, data.layout, data.report, data.num_read, data.video_pairs,
-                            scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy)
+                            scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy,
+                            reference, data.input_change(distances.record()), data.query_filter, scenario.gallery)
         n_scored = len(data.layout.queries) * len(scenario.shifts)
         results, scored = score_stream(adapter, ctx, time_s={
             "total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
@@ -127,7 +133,7 @@ def build_data(cfg: DictConfig, scenario: Scenario, cache: Path, start_batch: in
         data = FeatureDataModule(cfg, scenario.shifts, start_batch)
         return data.model, data
     model = scenario.load_model(cfg, cache)
-    data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch)
+    data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch, scenario.gallery_shift)
     log.info("video decoder: %s", video_decoder())
     with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
         data.setup("test")

@@ -30,13 +30,15 @@ class Scenario:
     train_data: DictConfig
     checkpoint: str
     reset: str | None
+    gallery: ShiftSpec = dataclasses.field(default_factory=ShiftSpec)  # ``gallery_shift=``: the configured one
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Scenario:
         task = str(cfg.task)
-        return cls(name=str(cfg.scenario.name), task=task, shifts=stream_shifts(cfg, query_side_of(task)),
+        shifts = stream_shifts(cfg, query_side_of(task))
+        return cls(name=str(cfg.scenario.name), task=task, shifts=shifts,
                    train_data=train_data_config(cfg), checkpoint=str(cfg.scenario.get("checkpoint") or cfg.model.checkpoint),
-                   reset=cfg.scenario.get("reset"))
+                   reset=cfg.scenario.get("reset"), gallery=configured_gallery_shift(cfg, query_side_of(task), shifts))
 
     @property
     def query_side(self) -> str:
@@ -53,7 +55,10 @@ class Scenario:
 
     @property
     def gallery_shift(self) -> ShiftSpec:
-        """The shift the gallery gets: a single shift of the gallery's modality, else none."""
+        """The shift the gallery gets: ``gallery_shift=`` when set, else a single shift of the gallery's modality,
+        else none."""
+        if self.gallery.name != "clean":
+            return self.gallery
         side = "text" if self.query_side == "video" else "video"
         return self.shift if self.single and self.shift.kind == side else ShiftSpec()
 
@@ -61,6 +66,8 @@ class Scenario:
         if not self.single:
             return "query"
         kind = self.shift.kind
+        if self.gallery.name != "clean":
+            return "both" if kind == self.query_side else "gallery"
         return "none" if kind == "clean" else ("query" if kind == self.query_side else "gallery")
 
     def load_model(self, cfg: DictConfig, cache: Path) -> RetrievalModel:
@@ -73,6 +80,23 @@ class Scenario:
 
 def query_side_of(task: str) -> str:
     return "video" if task == "v2t" else "text"
+
+
+def query_task(shift_name: str) -> str:
+    """The direction whose queries a shift perturbs: ``t2v`` for a text shift, ``v2t`` otherwise. Registered as the
+    config resolver ``${tta_query_task:<shift name>}`` (:func:`register_query_task`), so one sweep can run video
+    shifts on v2t and text shifts on t2v."""
+    from tta.shifts import shift_kind
+
+    try:
+        return "t2v" if shift_kind(str(shift_name)) == "text" else "v2t"
+    except KeyError:
+        raise ValueError(f"unknown shift {shift_name!r}: no query direction") from None
+
+
+def register_query_task() -> None:
+    if not OmegaConf.has_resolver("tta_query_task"):
+        OmegaConf.register_new_resolver("tta_query_task", query_task)
 
 
 def train_data_config(cfg: DictConfig) -> DictConfig:
@@ -94,16 +118,43 @@ def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
     """The shifts of the run: ``shift=`` alone, or the ``scenario.stream`` list ("name:severity" or mappings)."""
     stream = cfg.scenario.get("stream")
     if not stream:
-        options = cfg.shift.get("options")
-        options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
-        specs = [_checked(ShiftSpec(cfg.shift.name, int(cfg.shift.severity), shift_seed(cfg),
-                                    tuple(sorted(options.items()))))]
+        specs = [_checked(configured_shift(cfg, "shift"))]
     else:
         specs = [_stream_entry(entry, cfg, query_side) for entry in stream]
     from tta.data.module import loader_workers
 
     device = str(shift_device(cfg, loader_workers(cfg)))
     return [dataclasses.replace(s, device=device) for s in specs]
+
+
+def configured_shift(cfg: DictConfig, key: str) -> ShiftSpec:
+    """The shift of the config node ``key`` (``shift`` or ``gallery_shift``); ``options.min_similarity`` becomes
+    the spec's D_q filter instead of a shift option."""
+    node = cfg.get(key) or {}
+    options = node.get("options")
+    options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
+    min_similarity = options.pop("min_similarity", None)
+    return ShiftSpec(str(node.get("name", "clean")), int(node.get("severity", 0) or 0), shift_seed(cfg),
+                     tuple(sorted(options.items())),
+                     min_similarity=None if min_similarity is None else float(min_similarity))
+
+
+def configured_gallery_shift(cfg: DictConfig, query_side: str, shifts: list[ShiftSpec]) -> ShiftSpec:
+    """``gallery_shift=`` (Schiappa et al.'s multimodal shifts: the query and the gallery perturbed at once),
+    checked against the direction and the query shift; clean when not set."""
+    if not cfg.get("gallery_shift") or cfg.gallery_shift.get("name", "clean") == "clean":
+        return ShiftSpec()
+    spec = _checked(configured_shift(cfg, "gallery_shift"))
+    gallery_side = "text" if query_side == "video" else "video"
+    if spec.kind != gallery_side:
+        raise ValueError(f"gallery_shift={spec.name} is a {spec.kind} shift, but the gallery of task={cfg.task} holds "
+                         f"{gallery_side}s; choose a {gallery_side} shift (shift@gallery_shift=<name>)")
+    if len(shifts) != 1:
+        raise ValueError("gallery_shift applies to a single query shift, not to a scenario.stream; drop one of them")
+    if shifts[0].kind not in ("clean", query_side):
+        raise ValueError(f"shift={shifts[0].name} already shifts the gallery of task={cfg.task}; with gallery_shift, "
+                         f"shift= must be a {query_side} (query) shift or clean")
+    return dataclasses.replace(spec, device=shifts[0].device)
 
 
 def _stream_entry(entry, cfg: DictConfig, query_side: str) -> ShiftSpec:
@@ -113,6 +164,9 @@ def _stream_entry(entry, cfg: DictConfig, query_side: str) -> ShiftSpec:
     else:
         entry = OmegaConf.to_container(entry, resolve=True) if OmegaConf.is_config(entry) else dict(entry)
         name, sev, options = entry.get("name", ""), entry.get("severity", 0), entry.get("options") or {}
+        if "min_similarity" in options:
+            raise ValueError(f"scenario.stream entry {entry!r}: options.min_similarity (the D_q filter) applies to a "
+                             "single shift=, not to the entries of a stream")
     try:
         severity = int(sev or 0)
     except ValueError:
@@ -136,6 +190,9 @@ def _checked(shift: ShiftSpec) -> ShiftSpec:
         kind = shift.kind
     except KeyError as e:
         raise ValueError(str(e).strip('"')) from None
+    if shift.min_similarity is not None and kind != "text":
+        raise ValueError(f"options.min_similarity filters perturbed captions by their similarity to the clean ones, "
+                         f"but shift {shift.name!r} is a {kind} shift; drop the option")
     if kind != "clean" and not is_mixed(shift.name):  # a mixed stream draws its severities per item
         from tta.shifts.registry import check_options, check_severity, get_shift
 

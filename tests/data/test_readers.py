@@ -96,6 +96,7 @@ def test_read_split(tmp_path):
     root, _, _ = _fixture_root(tmp_path)
     test = read_msrvtt_split(root, "test")
     assert [(p.video_id, p.caption_id) for p in test] == [("video9770", "ret0"), ("video1", "ret1")]
+    assert [p.category for p in test] == ["1", "3"]  # MSRVTT_data.json's category ids of the test videos
     assert test[0].video_path == str(root / "videos" / "video9770.mp4")
     assert test[1].video_path == str(root / "videos" / "video1.webm")
     assert test[1].caption == "   "  # kept as-is
@@ -105,6 +106,7 @@ def test_read_split(tmp_path):
 
     train = read_msrvtt_split(root, "train")
     assert [(p.video_id, p.caption_id) for p in train] == [("video1", "1"), ("video0", "0"), ("video0", "2")]
+    assert [p.category for p in train] == ["3", "9", "9"]
     assert train[1].caption == 'a man is cooking, "quickly"'
     assert train[0].video_path.endswith("video1.webm") and train[1].video_path.endswith("video0.mp4")
     assert read_msrvtt_split(root, "train", all_captions=True) == train

@@ -220,6 +220,15 @@ class FeatureDataModule(L.LightningDataModule):
         self.layout, self.report, self.gallery = self.features.layout, self.features.report, self.features.gallery
         self.num_read = int(self.features.meta["num_read"])
         self.copy = None
+        self.query_filter: dict | None = None  # applied, if at all, when the features were exported
+
+    def clean_reference(self) -> None:
+        """No consistency record: the file holds the stream's features, not the clean queries' answers."""
+        return None
+
+    def input_change(self, video_queries: dict | None) -> dict:
+        """No input-change record: the raw inputs stayed with the exporting run."""
+        return {}
 
     @property
     def video_pairs(self) -> list:

@@ -37,12 +37,17 @@ class RetrievalDataModule(L.LightningDataModule):
         model: the source model (encodes the gallery and the donor pool; tokenises captions).
         cache: the cache root (frames, gallery features, shift resources).
         start_batch: batches already scored by an interrupted run (the stream resumes after them).
+        gallery_shift: the gallery's shift (:attr:`tta.scenario.Scenario.gallery_shift`); None = the single shift
+            when it is of the gallery's modality, else none.
     """
 
     def __init__(self, cfg: DictConfig, shifts: list[ShiftSpec], model: RetrievalModel, cache: Path,
-                 start_batch: int = 0):
+                 start_batch: int = 0, gallery_shift: ShiftSpec | None = None):
         super().__init__()
         self.cfg, self.shifts, self.model, self.cache, self.start_batch = cfg, shifts, model, cache, start_batch
+        self.gallery_shift = gallery_shift if gallery_shift is not None else (shifts[0] if len(shifts) == 1
+                                                                              else ShiftSpec())
+        self.query_filter: dict | None = None  # the D_q filter's record (tta/data/shift_effect.py)
         self.query_side = "video" if cfg.task == "v2t" else "text"
         inputs = cfg.get("inputs") or {}
         self.frames = FrameCache(cache / "frames", cfg.data.num_frames, max_side=inputs.get("max_side"))
@@ -69,8 +74,8 @@ class RetrievalDataModule(L.LightningDataModule):
         if self.single and self.cfg.shift.get("from_copy"):
             self.copy = PerturbedCopy(self.cfg.shift.from_copy, shift)
         self._build_shift_resources()
-        self.gallery = encode_gallery(self.model, self.layout.gallery, self.cfg, shift if self.single else ShiftSpec(),
-                                      self.frames, self.cache, self.copy)
+        self.gallery = encode_gallery(self.model, self.layout.gallery, self.cfg, self.gallery_shift, self.frames,
+                                      self.cache, self.copy)
 
     def _screened_layout(self) -> EvalLayout:
         """Read the evaluated split's pairs (``data.split``: test, or val for development runs), keep the first
@@ -90,21 +95,61 @@ class RetrievalDataModule(L.LightningDataModule):
         pairs, self.report = screen_pairs(pairs, self.frames, self.model.tokenizer, on_bad=inputs.get("on_bad", "skip"),
                                           duplicates=duplicates, min_frames=int(inputs.get("min_frames", 1)),
                                           missing_ok=bool(cfg.data.get("drop_missing")))
+        pairs = self._filter_by_similarity(pairs)
         layout = EvalLayout.build(pairs, cfg.task, multi=duplicates == "multi")
         _check_gallery_size(len(layout.gallery), int(cfg.hubness.k))
         return layout
+
+    def _filter_by_similarity(self, pairs: list) -> list:
+        """The D_q filter (``options.min_similarity``) of the single shift or the gallery shift, counted in the
+        report like screened bad inputs (tta/data/shift_effect.py)."""
+        from tta.data.shift_effect import min_similarity_filter
+
+        named = [("shift", self.shifts[0])] if self.single else []
+        if not any(self.gallery_shift is s for s in self.shifts):
+            named.append(("gallery_shift", self.gallery_shift))
+        for key, spec in named:
+            pairs, record = min_similarity_filter(pairs, self.report, spec, key)
+            self.query_filter = record or self.query_filter
+        return pairs
 
     def _build_shift_resources(self) -> None:
         """Occlusion boxes and the event-insertion donor pool (MLVP), built before any adaptation."""
         if self.copy is not None:
             return
-        for s in self.shifts:
+        extra = [] if any(self.gallery_shift is s for s in self.shifts) else [self.gallery_shift]
+        for s in [*self.shifts, *extra]:
             if s.kind == "video":
                 from tta.data.shift_resources import build_resources
 
                 setting = EncodeSetting.of_trainer(self.cfg.trainer, loader_workers(self.cfg))
                 s.resources.update(build_resources(s, self.model, self.cfg.data, self.video_pairs, self.frames,
                                                    self.cache, setting))
+
+    def clean_reference(self) -> torch.Tensor | None:
+        """(Q, G) clean scores of the source model when the run shifts anything, else None; call it before any
+        adaptation (tta/data/shift_effect.py)."""
+        from tta.data.shift_effect import clean_reference
+
+        if all(s.name == "clean" for s in self.shifts) and self.gallery_shift.name == "clean":
+            return None
+        return clean_reference(self.model, self.layout, self.gallery, self.cfg, self.gallery_shift.name != "clean",
+                               self.frames, self.cache)
+
+    def input_change(self, video_queries: dict | None) -> dict:
+        """results.json ``input_change`` per shifted side: captions measured here, the video queries by the
+        stream (``video_queries``, :class:`tta.data.shift_effect.InputDistances`); a shifted video gallery is not
+        measured."""
+        from tta.data.shift_effect import text_change
+
+        out = {}
+        if self.query_side == "video" and video_queries is not None:
+            out["query"] = video_queries
+        if self.query_side == "text" and self.single and self.shifts[0].kind == "text":
+            out["query"] = text_change(self.layout.queries, self.shifts[0])
+        if self.gallery_shift.kind == "text":
+            out["gallery"] = text_change(self.layout.gallery, self.gallery_shift)
+        return out
 
     def query_segments(self) -> list:
         """One query dataset per shift of the stream (a shift of the other modality leaves the queries clean)."""

@@ -48,6 +48,7 @@ class ShiftSpec:
     options: tuple = ()
     resources: dict = field(default_factory=dict, compare=False, repr=False)
     device: str = field(default="cpu", compare=False)  # where video shifts run (``shift.device``, resolved)
+    min_similarity: float | None = None  # the D_q filter of the run's pairs (tta/data/shift_effect.py); None = off
 
     @property
     def kind(self) -> str:
@@ -161,7 +162,19 @@ class VideoItems(Dataset):
         return clip_transform(self.shift.native(p, self.frames), self.size)
 
     def __getitem__(self, i: int) -> dict:
-        return {"index": i, "video": self.clip(i)}
+        if self.copy is not None or self.shift.kind != "video":
+            return {"index": i, "video": self.clip(i)}
+        p = self.pairs[i]
+        native = self.shift.native(p, self.frames)
+        return {"index": i, "video": clip_transform(native, self.size),
+                "input_distance": pixel_distance(self.frames.get(p.video_path), native)}
+
+
+def pixel_distance(clean: torch.Tensor, shifted: torch.Tensor) -> float:
+    """Mean absolute difference of two uint8 clips in [0, 1]; NaN when a shift changed the frame size."""
+    if clean.shape != shifted.shape:
+        return float("nan")
+    return float((clean.float() - shifted.float()).abs().mean()) / 255.0
 
 
 class TextItems(Dataset):
@@ -193,6 +206,8 @@ class Collate:
         out = {"index": torch.tensor([it["index"] for it in items], dtype=torch.long)}
         if "video" in items[0]:
             out["video"] = torch.stack([it["video"] for it in items])
+        if "input_distance" in items[0]:  # measured per shifted video query (tta/data/shift_effect.py)
+            out["input_distance"] = torch.tensor([it["input_distance"] for it in items], dtype=torch.float64)
         if "text" in items[0]:
             out["text"] = [it["text"] for it in items]
             out["tokens"] = self.tokenizer(out["text"])

@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 ADAPTER_ORDER = ("source", "tent", "read", "sar", "eata", "tcr", "hsm", "qbnorm", "dsl", "hatvtr")
 LEVEL_ORDER = ("clean", "low", "mid", "high", "character", "word", "sentence", "stream")
 #: what makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats
-CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config", "shift", "severity")
+CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config", "shift", "severity", "gallery_shift")
+#: what a run records about its shift (results.json consistency, input_change, query_filter; docs/outputs.md)
+EFFECT = ("top1_unchanged", "top5_overlap", "input_distance", "changed_share", "filtered_share")
 #: the cost columns of a run (results.json "cost"; ms_per_query from time_s)
 COST = ("ms_per_query", "adapt_share", "peak_rss_mb", "peak_gpu_mb")
 
@@ -109,6 +111,7 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
         row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
         row["dir"] = str(file.parent)
+        row.update(effect_columns(res))
         row.update(provenance_columns(res.get("provenance") or {}))
         rows.append(row)
     for err in sorted(root.rglob("error.txt")):
@@ -128,7 +131,8 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     config = adapter, one_to_one protocol, no per-query ranks, no failed rows, unknown cost."""
     df = df.copy()
     defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
-                "queries": None, "RSUM": None, **dict.fromkeys(COST)}
+                "queries": None, "RSUM": None, "gallery_shift": "none", "by_category": None, **dict.fromkeys(COST),
+                **dict.fromkeys(EFFECT)}
     for col, value in defaults.items():
         if col not in df:
             df[col] = value
@@ -139,6 +143,19 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     df["failed_rows"] = df["failed_rows"].fillna(0).astype(int)
     df["queries"] = df["queries"].astype(object).where(df["queries"].notna(), None)
     return df
+
+
+def effect_columns(res: dict) -> dict:
+    """The :data:`EFFECT` columns of a results.json (None where not recorded), its ``gallery_shift`` label ("none"
+    without one) and its ``by_category`` metrics."""
+    cons = res.get("consistency") or {}
+    query = (res.get("input_change") or {}).get("query") or {}
+    g = res.get("gallery_shift")
+    return {"top1_unchanged": cons.get("top1_unchanged"), "top5_overlap": cons.get("top5_overlap"),
+            "input_distance": query.get("distance_mean"), "changed_share": query.get("changed_share"),
+            "filtered_share": (res.get("query_filter") or {}).get("filtered_share"),
+            "gallery_shift": shift_label(g["name"], g["severity"]) if g else "none",
+            "by_category": res.get("by_category")}
 
 
 def provenance_columns(prov: dict) -> dict:
@@ -205,7 +222,8 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "train_data": r.get("train_data"), "num_queries": r.get("num_queries"), "protocol": "one_to_one",
                     "ms_per_query": r.get("ms_per_query"), "neg_share": r.get("neg_share"),
                     "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
-                    "failed_rows": int(r.get("failed_rows") or 0),
+                    "failed_rows": int(r.get("failed_rows") or 0), "gallery_shift": r.get("gallery_shift", "none"),
+                    "by_category": r.get("by_category"), **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
                     **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
             if r["config"].endswith(f" seed {base['seed']}"):  # a seed in the label: a repeat of the same cell
                 base["config"] = r["config"][: -len(f" seed {base['seed']}")]
@@ -221,7 +239,7 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                        "R@10": metrics.get("R@10"), "RSUM": rsum(metrics), "skewness": metrics.get("skewness"),
                        "queries": QueryRanks.decode(metrics["per_query"]) if metrics.get("per_query") else None}
                 ident = [row[k] for k in ("config", "model", "task", "scenario", "data", "train_data", "seed", "shift",
-                                          "severity")]
+                                          "severity", "gallery_shift")]
                 out[json.dumps(ident)] = row  # a dict keeps the first position, with the later value
     if not out:
         raise ValueError(f"no rows in {', '.join(map(str, files))}")
@@ -248,7 +266,12 @@ def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) ->
                **{k: (None if pd.isna(r.get(k)) else float(r[k])) for k in ("R@1", "R@5", "R@10", "skewness")},
                "ms_per_query": None if pd.isna(r.get("ms_per_query")) else float(r["ms_per_query"]),
                "failed_rows": int(r.get("failed_rows") or 0),
-               "cost": {k: (None if pd.isna(r.get(k)) else float(r[k])) for k in COST[1:]}}
+               "cost": {k: (None if pd.isna(r.get(k)) else float(r[k])) for k in COST[1:]},
+               "effect": {k: (None if pd.isna(r.get(k)) else float(r[k])) for k in EFFECT}}
+        if r.get("gallery_shift") not in (None, "none"):
+            row["gallery_shift"] = r["gallery_shift"]
+        if isinstance(r.get("by_category"), dict):
+            row["by_category"] = r["by_category"]
         if isinstance(r.get("queries"), QueryRanks):
             row["per_query"] = r["queries"].encode()
         lines.append(json.dumps(row))

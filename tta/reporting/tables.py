@@ -492,24 +492,35 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
 
 LIST_COLUMNS = (("R@1", "R@1", 1), ("R@5", "R@5", 1), ("skewness", "skewness (k=10)", 2),
                 ("neg_percent", "% sims < 0", 2), ("ms_per_query", "ms/query", 1), ("adapt_percent", "adapt %", 0),
-                ("peak_rss_mb", "peak MB", 0), ("peak_gpu_mb", "GPU MB", 0), ("failed_rows", "failed rows", 0))
+                ("peak_rss_mb", "peak MB", 0), ("peak_gpu_mb", "GPU MB", 0), ("failed_rows", "failed rows", 0),
+                ("top1_percent", "top-1 kept %", 1), ("top5_percent", "top-5 overlap %", 1),
+                ("input_distance", "input distance", 3), ("changed_percent", "changed %", 1),
+                ("filtered_percent", "filtered %", 1))
+
+
+def run_shift_label(shift: str, severity, gallery_shift: str | None = "none") -> str:
+    """A run's shift as tables name it, with its gallery shift when it has one ("ocr s7 + gallery gaussian s3")."""
+    label = shift_label(shift, severity)
+    return label if gallery_shift in (None, "none") or pd.isna(gallery_shift) else f"{label} + gallery {gallery_shift}"
 
 
 def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Table:
-    """One line per run: configuration, model, task, shift, then R@1, R@5, skewness, % sims < 0 and the cost
-    (ms/query, adaptation share, peak memory, failed rows): the columns a run has; % sims < 0 is the share of
-    negative scores in the final matrix, recorded by row files. ``sort``: by model, task, then
+    """One line per run: configuration, model, task, shift, then R@1, R@5, skewness, % sims < 0, the cost
+    (ms/query, adaptation share, peak memory, failed rows) and the shift's effect (top-1 kept and top-5 overlap
+    with the clean source ranking, input distance, changed and filtered shares): the columns a run has; % sims < 0
+    is the share of negative scores in the final matrix, recorded by row files. ``sort``: by model, task, then
     :data:`~tta.reporting.collect.ADAPTER_ORDER`; otherwise in input order."""
     df = complete_columns(df)
-    df = df.assign(neg_percent=100 * df["neg_share"].astype(float) if "neg_share" in df else float("nan"),
-                   adapt_percent=100 * df["adapt_share"].astype(float) if "adapt_share" in df else float("nan"))
+    shares = {"neg_percent": "neg_share", "adapt_percent": "adapt_share", "top1_percent": "top1_unchanged",
+              "top5_percent": "top5_overlap", "changed_percent": "changed_share", "filtered_percent": "filtered_share"}
+    df = df.assign(**{p: 100 * df[k].astype(float) if k in df else float("nan") for p, k in shares.items()})
     if sort:
         df = df.sort_values(["model", "task", "adapter_rank", "config"], kind="stable")
     have = [(k, label, d) for k, label, d in LIST_COLUMNS if k in df and df[k].notna().any()
             and (k != "failed_rows" or (df[k] > 0).any())]
-    index = pd.MultiIndex.from_tuples([(c, m, t, shift_label(s, v)) for c, m, t, s, v in
-                                       df[["config", "model", "task", "shift", "severity"]].itertuples(index=False)],
-                                      names=["config", "model", "task", "shift"])
+    index = pd.MultiIndex.from_tuples([(c, m, t, run_shift_label(s, v, g)) for c, m, t, s, v, g in
+                                       df[["config", "model", "task", "shift", "severity", "gallery_shift"]]
+                                       .itertuples(index=False)], names=["config", "model", "task", "shift"])
     frame = pd.DataFrame(df[[k for k, _, _ in have]].to_numpy(dtype=float), index=index,
                          columns=pd.MultiIndex.from_tuples([("", label) for _, label, _ in have]))
     seeds, seed_values = _seeds(df.assign(one=0), ["one"])

@@ -146,7 +146,7 @@ def _build_synth(cfg: SynthConfig, root: Path, workers: int) -> Path:
     videos, sentences, main_objects = [], [], {}
     sen_id = 0
     for r in records:
-        videos.append({"category": 0, "url": "", "video_id": r["video_id"], "start time": 0.0,
+        videos.append({"category": r["scene"]["background"], "url": "", "video_id": r["video_id"], "start time": 0.0,
                        "end time": r["num_frames"] / STYLE_GEOMETRY[cfg.style]["fps"], "split": r["split"],
                        "id": int(r["video_id"][5:])})
         for c in r["captions"]:

@@ -116,6 +116,8 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("shift.options.ratio", Real(0, 1, lo_open=True)),
     ("shift.options.threads", Int(1)),
     ("shift.options.flow_scale", Real(0, 1, lo_open=True)),
+    ("shift.options.top_k", Int(1, 50)),
+    ("shift.options.min_similarity", Real(0, 1, lo_open=True, null="no D_q filter")),
     ("trainer.devices", Int(1, words=("auto",))),
     ("trainer.num_nodes", Int(1)),
     ("trainer.log_every_n_steps", Int(1)),
@@ -195,7 +197,10 @@ RULES: tuple[tuple[str, Num], ...] = (
 
 def rule_for(key: str, value: Any = 0) -> Num | None:
     """The rule of a dotted key (list items as ``key[]``), or None when no pattern matches. A wildcard pattern
-    judges numbers only (``model.*`` covers the tower sizes, not ``model.name``); an exact key judges any value."""
+    judges numbers only (``model.*`` covers the tower sizes, not ``model.name``); an exact key judges any value.
+    ``gallery_shift.*`` takes the values of ``shift.*`` (the same shift configs)."""
+    if key.startswith("gallery_shift."):
+        key = key[len("gallery_"):]
     for pattern, rule in RULES:
         if fnmatchcase(key, pattern):
             exact = not any(c in pattern for c in "*?")

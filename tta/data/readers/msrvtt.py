@@ -49,12 +49,15 @@ class VideoTextPair:
         caption: The caption, unmodified (may be empty; see :func:`validate_pairs`).
         caption_id: Caption identifier: the JSFusion ``key`` (``"ret0"``) or the ``sen_id`` of MSRVTT_data.json.
         video_path: Path of the video file, or ``None`` when not resolved.
+        category: The video's category when the annotations have one (MSR-VTT's ``category`` id of
+            MSRVTT_data.json, as a string; the scene background of the embedded benchmark), else ``None``.
     """
 
     video_id: str
     caption: str
     caption_id: str
     video_path: str | None = None
+    category: str | None = None
 
 
 def _layout_help(root: PathLike) -> str:
@@ -248,6 +251,13 @@ def _all_caption_pairs(video_ids: Sequence[str], data: dict[str, Any], what: str
     return [VideoTextPair(v, c, cid) for v in video_ids for cid, c in caps.get(v, [])]
 
 
+def _attach_categories(pairs: Sequence[VideoTextPair], data: dict[str, Any]) -> None:
+    """Sets each pair's ``category`` from the ``category`` field of its video in MSRVTT_data.json, where present."""
+    categories = {v["video_id"]: str(v["category"]) for v in data["videos"] if v.get("category") is not None}
+    for p in pairs:
+        p.category = categories.get(p.video_id)
+
+
 def read_msrvtt_split(root: PathLike, split: str, videos_dir: PathLike | None = None,
                       train_csv: str = "MSRVTT_train.9k.csv", test_csv: str = "MSRVTT_JSFUSION_test.csv",
                       all_captions: bool = False) -> list[VideoTextPair]:
@@ -296,6 +306,8 @@ def read_msrvtt_split(root: PathLike, split: str, videos_dir: PathLike | None = 
         pairs = read_jsfusion_test_csv(val)
     else:
         raise ValueError(f"Unknown MSR-VTT split {split!r}; expected 'train', 'val' or 'test'.")
+    if (root / "MSRVTT_data.json").is_file():
+        _attach_categories(pairs, read_msrvtt_data_json(root / "MSRVTT_data.json"))
     vdir = Path(videos_dir) if videos_dir is not None else root / "videos"
     if not vdir.is_dir():
         logger.warning("MSR-VTT video directory %s does not exist; video paths will not resolve", vdir)

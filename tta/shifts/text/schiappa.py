@@ -189,7 +189,8 @@ def shuffle_order(text: str, severity: int, rng: random.Random) -> TextOutcome:
 SCHIAPPA_TEXT_CATEGORY = {
     **dict.fromkeys(("ocr", "char_insert", "char_replace", "char_swap", "char_delete", "keyboard", "spelling_error",
                      "typos"), "ChangeChar"),
-    **dict.fromkeys(("synonym_replace", "word_swap", "back_translation", "back_translation_approx"), "SwapText"),
+    **dict.fromkeys(("swap_text", "synonym_replace", "word_swap", "back_translation", "back_translation_approx"),
+                    "SwapText"),
     **dict.fromkeys(("add_irrelevant_phrase", "insert_adverb", "word_insert", "insert_punctuation"), "AddText"),
     **dict.fromkeys(("gender_male", "gender_female", "gender_swap", "gender_neutral"), "Bias"),
     **dict.fromkeys(("drop_nn", "drop_vb", "drop_vbnn", "rand_nn", "only_nn", "only_vb", "only_nnvb", "word_delete"),
