@@ -85,15 +85,29 @@ def temp_reorder(item: CompItem, rng: np.random.Generator) -> str | None:
 def action_replace(item: CompItem, rng: np.random.Generator) -> str | None:
     """The positive with one event's action phrase replaced by one of its alternatives; None when no event has
     a replaceable action."""
+    events = replaced_events(item, rng)
+    return None if events is None else join_events([e.text for e in events], item.prefix)
+
+
+def reorder_replaced(item: CompItem, rng: np.random.Generator) -> str | None:
+    """Two disruptions combined (training only, Sec. 3.1.2 "multi"): one action replaced, then the events
+    reordered; None when either disruption does not apply."""
+    events = replaced_events(item, rng)
+    if events is None:
+        return None
+    return temp_reorder(CompItem(item.video_id, item.video_path, item.duration, events, item.prefix), rng)
+
+
+def replaced_events(item: CompItem, rng: np.random.Generator) -> tuple[Event, ...] | None:
+    """The events with one randomly chosen replaceable action replaced by a random alternative."""
     candidates = [k for k, e in enumerate(item.events) if e.action and e.alternatives and e.action in e.text]
     if not candidates:
         return None
     k = candidates[int(rng.integers(len(candidates)))]
     event = item.events[k]
     new = event.alternatives[int(rng.integers(len(event.alternatives)))]
-    texts = [e.text for e in item.events]
-    texts[k] = replace_once(event.text, event.action, new)
-    return join_events(texts, item.prefix)
+    replaced = Event(replace_once(event.text, event.action, new), event.start, event.end)
+    return item.events[:k] + (replaced,) + item.events[k + 1:]
 
 
 def replace_once(text: str, old: str, new: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from tta.comp.disrupt import CompItem, Event
+from tta.comp.disrupt import CompItem, Event, join_events
 
 # verbs that introduce the action rather than name it (ActivityNet's "is seen", "begins to", "continues")
 LIGHT_VERBS = frozenset({"see", "show", "begin", "start", "continue", "seem", "appear", "be", "get", "go"})
@@ -25,24 +25,34 @@ MAX_ALTERNATIVES = 20  # the most frequent verbs of the lexicographer file (SemC
 
 
 def load_comp_items(data_cfg: DictConfig, split: str, cache: Path) -> list[CompItem]:
-    """The items of ``split`` with at least two events, in the split's order (first caption of each video)."""
-    from tta.data.readers.activitynet import ACTIVITYNET_SPLIT_FILES, read_activitynet_events
-    from tta.data.registry import dataset_root, load_pairs
-    from tta.synth.build import EVENTS_FILE
+    """The items of ``split`` with at least two events, in the split's order (one per caption)."""
+    from tta.data.registry import load_pairs
 
     pairs = load_pairs(data_cfg, split=split, cache=cache)
+    return [item for item in items_of_pairs(data_cfg, split, cache, pairs) if len(item.events) >= 2]
+
+
+def items_of_pairs(data_cfg: DictConfig, split: str, cache: Path, pairs: list) -> list[CompItem]:
+    """The events behind each (video, caption) pair of ``split``, aligned with ``pairs``."""
+    from tta.data.readers.activitynet import ACTIVITYNET_SPLIT_FILES, read_activitynet_events
+    from tta.data.registry import dataset_root
+    from tta.synth.build import EVENTS_FILE
+
     root = dataset_root(data_cfg, cache)
-    reader = str(data_cfg.reader.get("_target_", ""))
-    if reader.endswith("read_activitynet_split"):
+    if str(data_cfg.reader.get("_target_", "")).endswith("read_activitynet_split"):
         annotated = read_activitynet_events(root / ACTIVITYNET_SPLIT_FILES[split])
-        items = [activitynet_item(p.video_id, p.video_path, *annotated[p.video_id]) for p in pairs]
-    elif (root / EVENTS_FILE).is_file():
+        return [activitynet_item(p.video_id, p.video_path, *annotated[p.video_id]) for p in pairs]
+    if (root / EVENTS_FILE).is_file():
         events = json.loads((root / EVENTS_FILE).read_text())
-        items = [synth_item(p.video_id, p.video_path, events[p.video_id][0]) for p in pairs]
-    else:
-        raise ValueError(f"data={data_cfg.name} has no per-event annotations, which the VideoComp probe needs; use "
-                         f"comp_probe.data=synth_comp (the embedded multi-event benchmark) or activitynet")
-    return [item for item in items if len(item.events) >= 2]
+        return [synth_item(p.video_id, p.video_path, described_caption(events[p.video_id], p.caption)) for p in pairs]
+    raise ValueError(f"data={data_cfg.name} has no per-event annotations, which the VideoComp probe and CompLoss "
+                     f"need; use data=synth_comp (the embedded multi-event benchmark) or data=activitynet")
+
+
+def described_caption(described: list[dict], caption: str) -> dict:
+    """The events of the video's caption ``caption`` (its first caption's when none joins to it)."""
+    return next((d for d in described if join_events([e["text"] for e in d["events"]], d["prefix"]) == caption),
+                described[0])
 
 
 def synth_item(video_id: str, video_path: str, described: dict) -> CompItem:

@@ -102,7 +102,7 @@ def score_probe(model: RetrievalModel, triplets: Triplets, num_frames: int, work
     device = next(model.parameters()).device
     video = encode_videos(model, SpanLoader(triplets.clips, num_frames, model.image_size), len(triplets.clips),
                           device=device, workers=workers)
-    accuracy, counts = {}, {}
+    accuracy, counts, margin = {}, {}, {}
     for name, rows in triplets.rows.items():
         if not rows:
             continue
@@ -110,12 +110,13 @@ def score_probe(model: RetrievalModel, triplets: Triplets, num_frames: int, work
         pos = pair_scores(model, encode_texts(model, [r[1] for r in rows], device=device), clips)
         neg = pair_scores(model, encode_texts(model, [r[2] for r in rows], device=device), clips)
         accuracy[name], counts[name] = binary_accuracy(pos, neg), len(rows)
+        margin[name] = float((pos - neg).mean())
     n = len(triplets.items)
     text = encode_texts(model, [positive_text(it) for it in triplets.items], device=device)
     t2v = pairwise_similarity(model, text, video[:n]).cpu()
     gt = torch.arange(n)
     # percent, like the retrieval metrics (the paper's tables)
-    return {"accuracy": {k: 100 * v for k, v in accuracy.items()}, "triplets": counts,
+    return {"accuracy": {k: 100 * v for k, v in accuracy.items()}, "triplets": counts, "margin": margin,
             "comprehensive": 100 * comprehensive_score(accuracy), "chance_comprehensive": 100 * 0.5 ** len(accuracy),
             "R@1_t2v": retrieval_metrics(t2v, gt)["R@1"],
             "R@1_v2t": retrieval_metrics(t2v.t(), gt)["R@1"], "n_videos": n}
