@@ -79,11 +79,11 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
     scenario = Scenario.from_config(cfg)
-    model = scenario.load_model(cfg, cache)
     if scenario.task == "comp":  # the VideoComp probe alone: no stream, no adapter
         from tta.comp.probe import run_comp_task
 
-        return run_comp_task(cfg, model, cache, run_dir, t_start)
+        return run_comp_task(cfg, scenario, cache, run_dir, t_start)
+    model = scenario.load_model(cfg, cache)
     start_batch, state = resume_point(run_dir, cfg)
     data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch)
     log.info("video decoder: %s", video_decoder())

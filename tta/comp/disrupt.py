@@ -7,7 +7,7 @@ approximation, docs/methods/videocomp.md):
 
 * ``temp_reorder``: the event texts in a permutation other than the identity;
 * ``action_replace``: one event's key action phrase replaced by one of its alternatives, all else unchanged;
-* ``seg_mismatch``: two overlapping contiguous sub-intervals that differ in at least two events; each crop of
+* ``seg_mismatch``: two overlapping contiguous sub-intervals, each with an event the other lacks; each crop of
   the video (the interval's time span) is paired with its own text (positive) and the other's (negative).
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 DISRUPTIONS = ("temp_reorder", "action_replace", "seg_mismatch")
+EVENTS_FILE = "events.json"  # a multi-event dataset's events of every caption (written by tta/synth/multi_event.py)
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,10 @@ def join_events(texts: list[str], prefix: str = "") -> str:
     parts = []
     for k, text in enumerate(texts):
         text = text.strip().rstrip(".").strip()
+        if k or prefix:  # the text continues a sentence
+            text = f"{text[:1].lower()}{text[1:]}"
         if k:
-            text = f"{connective(k, len(texts))} {text[:1].lower()}{text[1:]}"
+            text = f"{connective(k, len(texts))} {text}"
         parts.append(text)
     return " ".join(f"{prefix} {', '.join(parts)}".split())
 
@@ -119,14 +122,14 @@ def replace_once(text: str, old: str, new: str) -> str:
 
 
 def mismatch_intervals(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Every pair of overlapping contiguous intervals ``[first, stop)`` of ``n`` events that differ in at least
-    two events (Sec. 3.1.2, e.g. [c1, c2, c3] and [c3, c4])."""
+    """Every pair of overlapping contiguous intervals ``[first, stop)`` of ``n`` events where each holds an event
+    the other lacks (Sec. 3.1.2, e.g. [c1, c2, c3] and [c3, c4]), so they differ in at least two events."""
     spans = [(a, b) for a in range(n) for b in range(a + 1, n + 1)]
     pairs = []
     for i, (a1, b1) in enumerate(spans):
         for a2, b2 in spans[i + 1:]:
             one, two = set(range(a1, b1)), set(range(a2, b2))
-            if one & two and len(one ^ two) >= 2:
+            if one & two and one - two and two - one:
                 pairs.append(((a1, b1), (a2, b2)))
     return pairs
 

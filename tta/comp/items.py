@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from tta.comp.disrupt import CompItem, Event, join_events
+from tta.comp.disrupt import EVENTS_FILE, CompItem, Event, join_events
 
 # verbs that introduce the action rather than name it (ActivityNet's "is seen", "begins to", "continues")
 LIGHT_VERBS = frozenset({"see", "show", "begin", "start", "continue", "seem", "appear", "be", "get", "go"})
@@ -36,7 +36,6 @@ def items_of_pairs(data_cfg: DictConfig, split: str, cache: Path, pairs: list) -
     """The events behind each (video, caption) pair of ``split``, aligned with ``pairs``."""
     from tta.data.readers.activitynet import ACTIVITYNET_SPLIT_FILES, read_activitynet_events
     from tta.data.registry import dataset_root
-    from tta.synth.build import EVENTS_FILE
 
     root = dataset_root(data_cfg, cache)
     if str(data_cfg.reader.get("_target_", "")).endswith("read_activitynet_split"):

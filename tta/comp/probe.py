@@ -159,7 +159,7 @@ def probe_models(cfg: DictConfig, cache: Path, models: dict[str, RetrievalModel]
     return out
 
 
-def run_comp_task(cfg: DictConfig, model: RetrievalModel, cache: Path, run_dir: Path, t_start: float) -> dict:
+def run_comp_task(cfg: DictConfig, scenario, cache: Path, run_dir: Path, t_start: float) -> dict:
     """``task=comp``: the probe scored with the source model, written to ``results.json``."""
     from tta.results import provenance
     from tta.utils.io import atomic_write_json
@@ -169,6 +169,7 @@ def run_comp_task(cfg: DictConfig, model: RetrievalModel, cache: Path, run_dir: 
                          f"shift={cfg.shift.name}); to probe an adapted model run task=v2t or task=t2v with "
                          f"comp_probe.enabled=true")
 
+    model = scenario.load_model(cfg, cache)
     record = {"task": "comp", "comp": probe_models(cfg, cache, {"source": model}),
               "config": OmegaConf.to_container(cfg, resolve=True), "provenance": provenance(cfg, t_start)}
     atomic_write_json(run_dir / "results.json", record)

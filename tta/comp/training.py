@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from tta.comp.disrupt import positive_text, reorder_replaced, temp_reorder, action_replace
+from tta.comp.disrupt import action_replace, positive_text, reorder_replaced, temp_reorder
 
 CHAIN = ("positive", "temp_reorder", "action_replace", "reorder_replaced")
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tta.comp.disrupt import EVENTS_FILE
 from tta.synth.render import STYLE_GEOMETRY, render
 from tta.synth.scene import Scene, caption, object_label, pretrain_caption, sample_scene
 from tta.utils.forking import fork_safe
@@ -40,7 +41,6 @@ from tta.utils.seeding import derive_seed
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-EVENTS_FILE = "events.json"  # per video, per caption: the ordered events it describes (tta.comp)
 
 
 @dataclass(frozen=True)
