@@ -1,4 +1,4 @@
-"""VideoComp compositional probes (Kim et al.): disrupted multi-event captions, binary accuracy, CompLoss.
+"""VideoComp compositional probes: disrupted multi-event captions, binary accuracy, CompLoss.
 
 :mod:`tta.comp.disrupt` builds the positive and disrupted texts and segment crops from a video's ordered events,
 :mod:`tta.comp.items` reads those events (embedded ``synth_comp`` benchmark, ActivityNet Captions),
