@@ -15,8 +15,8 @@ from tta.utils.config_rules import ConfigValueError, validate_config
 def test_comploss_off_keeps_the_infonce_key_and_on_changes_it():
     run = compose("run", [])
 
-    def train_cfg(*recipe: str):
-        return _train_cfg("finetune", run.model, run.data, Path("/cache"), list(recipe))
+    def train_cfg(*recipe: str, stage: str = "finetune"):
+        return _train_cfg(stage, run.model, run.data, Path("/cache"), list(recipe))
 
     base = _recipe_key(train_cfg())
     without = OmegaConf.to_container(train_cfg())
@@ -24,6 +24,8 @@ def test_comploss_off_keeps_the_infonce_key_and_on_changes_it():
     assert _recipe_key(OmegaConf.create(without)) == base  # the node at weight 0 is not part of the key
     assert _recipe_key(train_cfg("comp_loss.weight=0", "comp_loss.tau=0.2")) == base
     assert _recipe_key(train_cfg("comp_loss.weight=1")) != base
+    # pretraining has no CompLoss term: a CompLoss recipe starts from the same pretrained model
+    assert _recipe_key(train_cfg("comp_loss.weight=1", stage="pretrain")) == _recipe_key(train_cfg(stage="pretrain"))
 
 
 @pytest.mark.parametrize("override,message", [
