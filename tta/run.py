@@ -88,6 +88,10 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
     scenario = Scenario.from_config(cfg)
+    if scenario.task == "comp":  # the VideoComp probe alone: no stream, no adapter
+        from tta.comp.probe import run_comp_task
+
+        return run_comp_task(cfg, scenario, cache, run_dir, t_start)
     start_batch, state = resume_point(run_dir, cfg)
     model, data = build_data(cfg, scenario, cache, start_batch)
     reference = data.clean_reference()  # before the adapter touches the model
@@ -112,6 +116,11 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
         results, scored = score_stream(adapter, ctx, time_s={
             "total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
             "resumed_at_batch": start_batch})
+        if cfg.comp_probe.enabled:  # the adapted model as the stream left it, beside a fresh source model
+            from tta.comp.probe import probe_models
+
+            results.extra["comp"] = probe_models(cfg, cache, {"adapted": adapter.model,
+                                                              "source": scenario.load_model(cfg, cache)})
         results.extra["provenance"] = provenance(cfg, t_start)
         record = write_run(run_dir, results, scored, adapter.history, cfg)
         log_results(loggers, record, run_dir, step=len(adapter.history))
@@ -179,9 +188,16 @@ def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None)
 
 
 def print_results(results: dict[str, Any]) -> None:
-    """A rich table of the run's metrics."""
+    """A rich table of the run's metrics (and of the VideoComp probe when it ran)."""
     from rich.console import Console
     from rich.table import Table
+
+    if results.get("comp"):
+        from tta.comp.probe import print_comp
+
+        print_comp(results["comp"])
+    if results.get("task") == "comp":
+        return
 
     title = (f"{results['data']} {results['task']} | {results['model']} + {results['adapter']} | "
              f"{results['shift']} s{results['severity']} | Q={results['num_queries']} G={results['num_gallery']}")

@@ -69,8 +69,28 @@ class ClipSet(Dataset):
         return clip[idx].float(), c
 
 
+class CompTerm:
+    """CompLoss (VideoComp Sec. 3.2, tta/comp/loss.py) on each sample's chain of increasingly disrupted texts.
+
+    Args:
+        chain_feats: (N_captions, K, d) frozen text-trunk features of each caption's chain (tta/comp/training.py).
+    """
+
+    def __init__(self, chain_feats: torch.Tensor, weight: float, tau: float):
+        self.chain_feats, self.weight, self.tau = chain_feats, weight, tau
+
+    def loss(self, model: RetrievalModel, video: torch.Tensor, cap_idx: torch.Tensor) -> torch.Tensor:
+        from tta.comp.loss import comp_loss
+
+        feats = self.chain_feats[cap_idx].to(video.device)  # (B, K, d)
+        text = model.text_head(feats.flatten(0, 1)).unflatten(0, feats.shape[:2])
+        # the head's own score of each sample's video with each of its chain's texts: (B, K)
+        sims = torch.stack([model.text_video_similarity(text[:, k], video).diagonal() for k in range(text.shape[1])], 1)
+        return comp_loss(sims, self.tau)
+
+
 class ContrastiveModule(L.LightningModule):
-    """Symmetric InfoNCE over (caption, video) pairs in the batch.
+    """Symmetric InfoNCE over (caption, video) pairs in the batch (plus CompLoss when ``comp`` is given).
 
     Args:
         model: the retrieval model.
@@ -79,10 +99,11 @@ class ContrastiveModule(L.LightningModule):
     """
 
     def __init__(self, model: RetrievalModel, text_feats: torch.Tensor | None, tokens: torch.Tensor | None,
-                 lr: float, weight_decay: float, warmup: int, steps: int, freeze_text_trunk: bool):
+                 lr: float, weight_decay: float, warmup: int, steps: int, freeze_text_trunk: bool,
+                 comp: CompTerm | None = None):
         super().__init__()
         self.model = model
-        self.text_feats, self.tokens = text_feats, tokens
+        self.text_feats, self.tokens, self.comp = text_feats, tokens, comp
         self.lr, self.wd, self.warmup, self.steps = lr, weight_decay, warmup, steps
         self.freeze_text_trunk = freeze_text_trunk
         self.losses: list[float] = []
@@ -121,6 +142,8 @@ class ContrastiveModule(L.LightningModule):
         scale = self.model.logit_scale.exp().clamp(max=100.0)
         labels = torch.arange(len(sims), device=sims.device)
         loss = 0.5 * (F.cross_entropy(scale * sims, labels) + F.cross_entropy(scale * sims.t(), labels))
+        if self.comp is not None:
+            loss = loss + self.comp.weight * self.comp.loss(self.model, video, cap_idx.cpu())
         self.losses.append(float(loss.detach()))
         self.log("train/loss", loss, prog_bar=True)
         return loss
@@ -215,6 +238,23 @@ def evaluate_clean(model: RetrievalModel, data_cfg: DictConfig, cache: Path, spl
             "v2t_skewness": hubness_metrics(t2v.t(), k=min(10, len(pairs)))["skewness"]}
 
 
+def comp_term(cfg: DictConfig, model: RetrievalModel, n_captions: int, cache: Path) -> CompTerm | None:
+    """The CompLoss term of a fine-tuning with ``comp_loss.weight`` > 0 (None otherwise)."""
+    node = cfg.get("comp_loss") or {}
+    if not node.get("weight") or cfg.stage != "finetune":
+        return None
+    if not cfg.freeze_text_trunk:
+        raise ValueError("comp_loss.weight > 0 needs freeze_text_trunk=true (the chains' texts are encoded once by "
+                         "the frozen trunk); set comp_loss.weight=0 or freeze_text_trunk=true")
+    from tta.comp.training import preference_chains
+
+    chains = preference_chains(cfg.data, cache, cfg.seed)
+    if len(chains) != n_captions:
+        raise ValueError(f"data={cfg.data.name}: {len(chains)} CompLoss chains for {n_captions} training captions")
+    feats = cached_text_trunk(model, [t for chain in chains for t in chain], cache / "text")
+    return CompTerm(feats.unflatten(0, (len(chains), -1)), float(node.weight), float(node.tau))
+
+
 def train(cfg: DictConfig) -> Path:
     """Run one training stage; returns the checkpoint path."""
     from tta.models.factory import model_from_config
@@ -243,7 +283,7 @@ def train(cfg: DictConfig) -> Path:
     else:
         tokens = model.tokenize(captions)
     module = ContrastiveModule(model, text_feats, tokens, cfg.lr, cfg.weight_decay, cfg.warmup, cfg.steps,
-                               cfg.freeze_text_trunk)
+                               cfg.freeze_text_trunk, comp_term(cfg, model, len(captions), cache))
     loader = DataLoader(ClipSet(clips, captions_of, cfg.frames_per_sample, cfg.seed), batch_size=cfg.batch_size,
                         shuffle=True, drop_last=True, num_workers=0)
     trainer = L.Trainer(max_steps=cfg.steps, accelerator=cfg.accelerator, devices=1, logger=False,

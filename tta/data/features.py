@@ -190,6 +190,9 @@ def check_feature_adapter(cfg: DictConfig) -> None:
         raise ValueError(f"adapter={cfg.adapter.name} needs the model's encoders ({', '.join(hooks)}), which "
                          "data=features does not hold; run it with the dataset (data=<name>), or choose a "
                          "gradient-free method: adapter=source|hsm|qbnorm|dsl, posthoc=qbnorm|dsl")
+    if cfg.get("comp_probe") and cfg.comp_probe.get("enabled"):
+        raise ValueError("comp_probe.enabled=true encodes the probe's videos and captions, which data=features cannot; "
+                         "run the probe with the dataset (data=<name>) or set comp_probe.enabled=false")
 
 
 class FeatureItems(Dataset):

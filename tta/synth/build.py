@@ -10,6 +10,7 @@ Layout of a built dataset (``<cache>/<name>-<config hash>/``), read by the same 
     MSRVTT_val.csv                 validation pairs, same layout
     <name>_main_objects.json       per-frame main-object boxes (schema: docs/shifts/mlvp.md)
     scenes.jsonl                   the generating scene of every video (ground truth for analysis)
+    events.json                    multi-event datasets only (data=synth_comp): the ordered events of each caption
     manifest.json                  config, counts, versions; written last = the dataset is complete
 
 Every video is a pure function of (seed, dataset name, video index), so an interrupted build resumes where it
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tta.comp.disrupt import EVENTS_FILE
 from tta.synth.render import STYLE_GEOMETRY, render
 from tta.synth.scene import Scene, caption, object_label, pretrain_caption, sample_scene
 from tta.utils.forking import fork_pool
@@ -62,6 +64,20 @@ class SynthConfig:
         """The dataset's root, rendered on first use (the data config's ``synth`` node names this class)."""
         return build_synth(self, cache_dir, workers)
 
+    def make_video(self, i: int, root: Path) -> dict:
+        """Render and encode video ``i`` (kept if already on disk); return its annotation record."""
+        vid = f"video{i}"
+        scene = sample_scene(derive_rng(self.seed, self.name, i, "scene"), style=self.style)
+        cap_rng = derive_rng(self.seed, self.name, i, "caption")
+        n_caps = self.captions_per_train_video if split_of(self, i) == "train" else 1
+        captions = [caption(scene, cap_rng) for _ in range(n_caps)]
+        path = root / "videos" / f"{vid}.mp4"
+        frames, boxes = render(scene)
+        if not path.exists():
+            write_mp4(path, frames, STYLE_GEOMETRY[self.style]["fps"], self.crf)
+        return {"video_id": vid, "split": split_of(self, i), "captions": captions, "scene": scene.to_dict(),
+                "boxes": boxes, "label": object_label(scene.objects[0]), "num_frames": int(frames.shape[0])}
+
 
 def derive_rng(*parts) -> np.random.Generator:
     """A NumPy generator seeded by :func:`tta.utils.seeding.derive_seed` of ``parts``."""
@@ -86,7 +102,7 @@ def write_mp4(path: Path, frames: np.ndarray, fps: int, crf: int = 18) -> None:
     os.replace(tmp, path)
 
 
-def _split_of(cfg: SynthConfig, i: int) -> str:
+def split_of(cfg: SynthConfig, i: int) -> str:
     if i < cfg.n_train:
         return "train"
     return "val" if i < cfg.n_train + cfg.n_val else "test"
@@ -98,18 +114,7 @@ def _make_video(args: tuple[SynthConfig, int, str]) -> dict:
 
     cv2.setNumThreads(1)
     cfg, i, root = args
-    vid = f"video{i}"
-    scene = sample_scene(derive_rng(cfg.seed, cfg.name, i, "scene"), style=cfg.style)
-    cap_rng = derive_rng(cfg.seed, cfg.name, i, "caption")
-    split = _split_of(cfg, i)
-    n_caps = cfg.captions_per_train_video if split == "train" else 1
-    captions = [caption(scene, cap_rng) for _ in range(n_caps)]
-    path = Path(root) / "videos" / f"{vid}.mp4"
-    frames, boxes = render(scene)
-    if not path.exists():
-        write_mp4(path, frames, STYLE_GEOMETRY[cfg.style]["fps"], cfg.crf)
-    return {"video_id": vid, "split": split, "captions": captions, "scene": scene.to_dict(), "boxes": boxes,
-            "label": object_label(scene.objects[0]), "num_frames": int(frames.shape[0])}
+    return cfg.make_video(i, Path(root))
 
 
 def build_synth(cfg: SynthConfig, cache_dir: str | os.PathLike, workers: int = 2) -> Path:
@@ -165,6 +170,8 @@ def _build_synth(cfg: SynthConfig, root: Path, workers: int) -> Path:
                  for k, r in enumerate(x for x in records if x["split"] == split)]
         write_jsfusion_test_csv(root / fname, pairs)
     atomic_write_json(root / f"{cfg.name}_main_objects.json", main_objects)
+    if any("events" in r for r in records):  # multi-event datasets (synth_comp): the events behind each caption
+        atomic_write_json(root / EVENTS_FILE, {r["video_id"]: r["events"] for r in records})
     atomic_write_text(root / "scenes.jsonl", "".join(json.dumps({"video_id": r["video_id"], **r["scene"]}) + "\n"
                                                      for r in records))
     atomic_write_json(root / MANIFEST, {"config": asdict(cfg), "counts": {s: sum(r["split"] == s for r in records)

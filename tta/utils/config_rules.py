@@ -105,6 +105,11 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("data.synth.n_val", Int(0)),
     ("data.synth.captions_per_train_video", Int(1)),
     ("data.synth.seed", SEED),
+    ("data.synth.min_events", Int(3)),  # seg-mismatch needs three events
+    ("data.synth.max_events", Int(3)),
+    ("data.synth.frames_per_event", Int(2)),
+    ("comp_probe.subset", Int(2, null="every video of the split")),
+    ("comp_probe.seed", SEED),
     ("model.vision.mlp_ratio", POSITIVE),
     ("model.*", Int(1)),  # widths, depths, sizes of the embedded towers
     ("shift.severity", Int(0)),  # the range of each shift is checked against its registry entry
@@ -179,6 +184,8 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("frames_per_sample", Int(1)),
     ("logit_scale_init", POSITIVE),
     ("eval_subset", Int(1, null="every pair")),
+    ("comp_loss.weight", NON_NEGATIVE),
+    ("comp_loss.tau", POSITIVE),
     ("pretrain_overrides.steps", Int(1)),
     ("pretrain_overrides.batch_size", Int(1)),
     ("pretrain_overrides.frames_per_sample", Int(1)),
@@ -244,7 +251,15 @@ def _hubness_k_below_gallery(cfg: dict) -> str | None:
     return None
 
 
-RELATIONS: tuple[Callable[[dict], str | None], ...] = (_hubness_k_below_gallery,)
+def _events_range(cfg: dict) -> str | None:
+    """A multi-event dataset draws its events per clip from [min_events, max_events]."""
+    low, high = _get(cfg, "data.synth.min_events"), _get(cfg, "data.synth.max_events")
+    if _is_number(low) and _is_number(high) and high < low:
+        return f"data.synth.max_events={high} is below data.synth.min_events={low}; raise max_events"
+    return None
+
+
+RELATIONS: tuple[Callable[[dict], str | None], ...] = (_hubness_k_below_gallery, _events_range)
 
 
 def validate_config(cfg: Any) -> None:

@@ -24,7 +24,8 @@ from typing import Union
 from tta.data.readers.common import attach_video_paths, load_json_strict, pick_videos_dir, require_dir, require_file
 from tta.data.readers.msrvtt import VideoTextPair
 
-__all__ = ["ACTIVITYNET_SPLIT_FILES", "activitynet_layout_help", "read_activitynet_json", "read_activitynet_split"]
+__all__ = ["ACTIVITYNET_SPLIT_FILES", "activitynet_layout_help", "read_activitynet_events", "read_activitynet_json",
+           "read_activitynet_split"]
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, "os.PathLike[str]"]
@@ -73,6 +74,31 @@ def read_activitynet_json(path: PathLike) -> list[VideoTextPair]:
         paragraph = " ".join(s.strip() for s in sentences if s.strip())
         pairs.append(VideoTextPair(vid, paragraph, vid))
     return pairs
+
+
+def read_activitynet_events(path: PathLike) -> dict[str, tuple[float, list[tuple[float, float, str]]]]:
+    """Per video, in file order: its duration and its events ``(start, end, sentence)`` as annotated.
+
+    Raises:
+        FileNotFoundError: If the file is missing.
+        ValueError: If an entry lacks a duration, or its timestamps and sentences do not pair up as
+            ``[start, end]`` numbers with one sentence each.
+    """
+    path = require_file(path, "ActivityNet Captions", activitynet_layout_help(Path(path).parent))
+    data = load_json_strict(path)
+    out = {}
+    for vid, entry in (data.items() if isinstance(data, dict) else ()):
+        sentences, stamps = entry.get("sentences"), entry.get("timestamps")
+        ok = (isinstance(sentences, list) and isinstance(stamps, list) and len(stamps) == len(sentences)
+              and isinstance(entry.get("duration"), (int, float))
+              and all(isinstance(t, list) and len(t) == 2 and all(isinstance(x, (int, float)) for x in t)
+                      for t in stamps))
+        if not ok:
+            raise ValueError(f"{os.fspath(path)!r}: entry {vid!r} needs a numeric 'duration' and one [start, end] "
+                             f"'timestamps' pair per sentence (the val_1.json format).")
+        out[vid] = (float(entry["duration"]), [(float(a), float(b), str(s).strip())
+                                               for (a, b), s in zip(stamps, sentences, strict=True)])
+    return out
 
 
 def _candidates(video_id: str) -> list[str]:
