@@ -96,23 +96,24 @@ def pair_scores(model: RetrievalModel, text: torch.Tensor, video: torch.Tensor, 
 def score_probe(model: RetrievalModel, triplets: Triplets, num_frames: int, workers: int = 0) -> dict[str, Any]:
     """The probe's metrics for one model: accuracy and triplet count per type, comprehensive score, R@1."""
     from tta.metrics import retrieval_metrics
-    from tta.models.encode import encode_texts, encode_videos, pairwise_similarity
+    from tta.models.encode import EncodeSetting, encode_texts, encode_videos, pairwise_similarity
 
     model.eval()
-    device = next(model.parameters()).device
+    device = next(model.parameters()).device  # where the model is (an adapted model stays where it streamed)
+    setting = EncodeSetting(device=str(device), workers=workers)
     video = encode_videos(model, SpanLoader(triplets.clips, num_frames, model.image_size), len(triplets.clips),
-                          device=device, workers=workers)
+                          setting=setting).to(device)
     accuracy, counts, margin = {}, {}, {}
     for name, rows in triplets.rows.items():
         if not rows:
             continue
         clips = video[torch.tensor([r[0] for r in rows], device=video.device)]
-        pos = pair_scores(model, encode_texts(model, [r[1] for r in rows], device=device), clips)
-        neg = pair_scores(model, encode_texts(model, [r[2] for r in rows], device=device), clips)
+        pos = pair_scores(model, encode_texts(model, [r[1] for r in rows], setting=setting).to(device), clips)
+        neg = pair_scores(model, encode_texts(model, [r[2] for r in rows], setting=setting).to(device), clips)
         accuracy[name], counts[name] = binary_accuracy(pos, neg), len(rows)
         margin[name] = float((pos - neg).mean())
     n = len(triplets.items)
-    text = encode_texts(model, [positive_text(it) for it in triplets.items], device=device)
+    text = encode_texts(model, [positive_text(it) for it in triplets.items], setting=setting).to(device)
     t2v = pairwise_similarity(model, text, video[:n]).cpu()
     gt = torch.arange(n)
     # percent, like the retrieval metrics (the paper's tables)
