@@ -120,7 +120,7 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     page = _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary)
     (out / "index.html").write_text(page)
     log.info("report of %s written to %s", summary, out)
-    return {"tables": tables + by_severity + by_category, "comparisons": comparisons, "robustness": rob,
+    return {"tables": tables + by_severity, "categories": by_category, "comparisons": comparisons, "robustness": rob,
             "figures": [f[2] for f in figures], "html": out / "index.html", "failures": failures, "runs": df,
             "summary": summary}
 

@@ -38,7 +38,7 @@ def test_report_breaks_results_down_by_category(tmp_path):
     assert rows["gaussian s5"].endswith("| 100.0 |  | 0.0 |")
     assert rows["fog s5 + gallery ocr s7"].endswith("| 50.0 | 100.0 |  |")
     assert "queries per category: grass 2, sand 2, sky 2" in text
-    assert any(t.title == "R@1 per video category" for t in out["tables"])
+    assert any(t.title == "R@1 per video category" for t in out["categories"])
 
 
 def test_no_category_table_without_categories(tmp_path):

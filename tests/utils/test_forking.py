@@ -40,15 +40,16 @@ def test_forked_workers_run_after_opencv_used_threads():
     assert lines[0].strip() == "4" and "threads 2" in out.stdout  # every item done; the pool size restored
 
 
-def _worker_handlers(_):
+def _worker_signals(_):
     import signal
 
-    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    return (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT),
+            bool({signal.SIGTERM, signal.SIGINT} & signal.pthread_sigmask(signal.SIG_BLOCK, [])))
 
 
 def test_pool_workers_drop_the_runs_stop_handler():
-    """Workers of fork_pool die on SIGTERM at once (no Python handler that a blocked worker could miss) and leave
-    Ctrl-C to the parent, even when the parent has the run's stop handler installed."""
+    """Workers of fork_pool die on SIGTERM at once (no Python handler that a blocked worker could miss), leave
+    Ctrl-C to the parent and have the stop signals unblocked, even when the parent has the run's stop handler."""
     import signal
 
     from tta.utils.forking import fork_pool
@@ -57,5 +58,26 @@ def test_pool_workers_drop_the_runs_stop_handler():
     with StopSignals():
         assert callable(signal.getsignal(signal.SIGTERM))  # the run's handler, inherited by a plain fork
         with fork_pool(2) as pool:
-            handlers = pool.map(_worker_handlers, range(2))
-    assert handlers == [(signal.SIG_DFL, signal.SIG_IGN)] * 2
+            handlers = pool.map(_worker_signals, range(2))
+        assert not {signal.SIGTERM, signal.SIGINT} & signal.pthread_sigmask(signal.SIG_BLOCK, [])  # parent restored
+    assert handlers == [(signal.SIG_DFL, signal.SIG_IGN, False)] * 2
+
+
+STOP_RACE = textwrap.dedent("""
+    from tta.utils.forking import fork_pool
+    from tta.utils.signals import StopSignals
+
+    def double(i):
+        return 2 * i
+
+    with StopSignals():  # the run's handler is installed while the pools are made and terminated
+        for _ in range(60):  # the pool's exit terminates workers that may still be starting up
+            with fork_pool(2) as pool:
+                assert pool.map(double, range(3)) == [0, 2, 4]
+    print("done")
+""")
+
+
+def test_pools_made_and_closed_at_once_under_the_stop_handler_never_hang():
+    out = subprocess.run([sys.executable, "-c", STOP_RACE], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "done" in out.stdout, out.stderr[-2000:]
