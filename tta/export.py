@@ -17,6 +17,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from tta.data.features import FeatureSet, write_features
+from tta.data.gallery import weights_digest
 from tta.data.module import RetrievalDataModule, loader_workers
 from tta.data.stream import VideoItems
 from tta.models.encode import EncodeSetting, encode_texts, encode_videos
@@ -49,7 +50,8 @@ def export(cfg: DictConfig, out: str | Path) -> Path:
                            for items in data.query_segments()])
     meta = {"config": OmegaConf.to_container(cfg, resolve=True), "head": model.head_name,
             "num_read": data.num_read, "train_data": scenario.train_data.name, "checkpoint": scenario.checkpoint,
-            "encoded_on": {"device": setting.device, "precision": setting.precision}}
+            "encoded_on": {"device": setting.device, "precision": setting.precision},
+            "source_weights": weights_digest(model)[:16]}
     head = {k: v for k, v in model.pool.state_dict().items()}
     path = write_features(out, FeatureSet(queries, data.gallery, head, data.layout, data.report, meta))
     log.info("exported %s queries %s and gallery %s in %.1f s to %s", cfg.task, tuple(queries.shape),

@@ -134,9 +134,9 @@ def _robustness(df, out: Path, compared: dict, robustness: str, reference: str, 
     for _, r in df[df["collapsed"]].iterrows():
         notes.append(f"{r['dir']}: collapsed (one gallery item is the top-1 of most queries; results.json 'collapse')")
     for against, (_, missing) in compared.items():
-        if missing:
-            notes.append(f"{len(missing)} cell(s) have runs without per-query ranks (query_ranks.npz): no interval "
-                         f"against {against}, not marked")
+        for why in sorted(set(missing.values())):
+            n = sum(1 for w in missing.values() if w == why)
+            notes.append(f"{n} cell(s) not paired with {against}: {why}; no interval, not marked")
     rob_md = _frame_markdown(rob) if not rob.empty else "(no robustness: no clean reference run in the sweep)"
     rob_head = (f"Robustness of {robustness} against the clean {reference} run, aggregated severity -> type -> "
                 f"{groups} -> overall (sd over the items one level down)")

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.adapters import build_adapter
 from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
+from tta.data.gallery import weights_digest
 from tta.data.module import RetrievalDataModule
 from tta.data.shift_effect import InputDistances
 from tta.media.video import VideoDecodeError, video_decoder
@@ -95,6 +96,7 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     start_batch, state = resume_point(run_dir, cfg)
     model, data = build_data(cfg, scenario, cache, start_batch)
     reference = data.clean_reference()  # before the adapter touches the model
+    weights = source_weights(cfg, model, data)
     adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
                             source_split=data.source_split(scenario.train_data))
     # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
@@ -121,6 +123,7 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
 
             results.extra["comp"] = probe_models(cfg, cache, {"adapted": adapter.model,
                                                               "source": scenario.load_model(cfg, cache)})
+        results.extra["source_weights"] = weights
         results.extra["provenance"] = provenance(cfg, t_start)
         record = write_run(run_dir, results, scored, adapter.history, cfg)
         log_results(loggers, record, run_dir, step=len(adapter.history))
@@ -147,6 +150,14 @@ def build_data(cfg: DictConfig, scenario: Scenario, cache: Path, start_batch: in
     with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
         data.setup("test")
     return model, data
+
+
+def source_weights(cfg: DictConfig, model, data) -> str | None:
+    """Digest of the source model's weights (results.json ``source_weights``): the report pairs two runs only when
+    it is the same, since CPU training is not bit-reproducible across machines. Exported features carry their own."""
+    if cfg.data.get("features"):
+        return data.features.meta.get("source_weights")
+    return weights_digest(model)[:16]
 
 
 def typed_overrides() -> list[str]:

@@ -74,7 +74,7 @@ def test_only_gradient_free_adapters_run_on_features(adapter):
 
 def _blocks(res: dict) -> dict:
     return {k: res[k] for k in ("retrieval", "hubness", "task", "model", "shift", "severity", "data", "num_queries",
-                                "num_gallery", "evaluation", "skipped")}
+                                "num_gallery", "evaluation", "skipped", "source_weights")}
 
 
 @pytest.mark.parametrize(("setting", "container"), [(("model=clip4clip", "task=v2t", "shift=gaussian"), "f.pt"),
@@ -89,6 +89,7 @@ def test_features_reproduce_the_dataset_run(tiny_cache, tmp_path, single_thread_
         feats = run(compose("run", [f"data.path={path}", "data=features", f"adapter={adapter}",
                                     f"paths.cache_dir={tiny_cache}"]), tmp_path / f"{adapter}-features")
         assert _blocks(feats) == _blocks(direct)
+        assert len(direct["source_weights"]) == 16  # the exported source model's digest, carried by the features
         assert feats["config"]["data"]["features"] == str(path)
 
 

@@ -111,6 +111,7 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
         row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
         row["dir"] = str(file.parent)
+        row["source_weights"] = res.get("source_weights")
         row.update(effect_columns(res))
         row.update(provenance_columns(res.get("provenance") or {}))
         rows.append(row)
@@ -131,7 +132,8 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     config = adapter, one_to_one protocol, no per-query ranks, no failed rows, unknown cost."""
     df = df.copy()
     defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
-                "queries": None, "RSUM": None, "gallery_shift": "none", "by_category": None, **dict.fromkeys(COST),
+                "queries": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None,
+                **dict.fromkeys(COST),
                 **dict.fromkeys(EFFECT)}
     for col, value in defaults.items():
         if col not in df:
@@ -166,9 +168,12 @@ def provenance_columns(prov: dict) -> dict:
 
 
 def provenance_summary(part: pd.DataFrame) -> str:
-    """One line on where a table's runs come from: code commit(s) and dirty checkouts, device(s), date range."""
+    """One line on where a table's runs come from: code commit(s) and dirty checkouts, device(s), date range, and
+    the source model weights they start from."""
+    weights = sorted({str(w)[:8] for w in part["source_weights"].dropna()}) if "source_weights" in part else []
+    models = f"; source weights {', '.join(weights)}" if weights else ""
     if "commit" not in part or part["commit"].isna().all():
-        return "provenance: not recorded in these runs' results.json"
+        return "provenance: not recorded in these runs' results.json" + models
     commits = sorted({str(c)[:10] for c in part["commit"].dropna()})
     dirty = int(part["dirty"].fillna(False).astype(bool).sum())
     devices = sorted({str(d) for d in part["device"].dropna()})
@@ -179,7 +184,7 @@ def provenance_summary(part: pd.DataFrame) -> str:
     missing = int(part["commit"].isna().sum())
     if missing:
         code += f", {missing} run(s) without a git revision"
-    return f"provenance: {code}; device {', '.join(devices) or 'unknown'}; {span}"
+    return f"provenance: {code}; device {', '.join(devices) or 'unknown'}; {span}{models}"
 
 
 def _overrides(row: dict) -> dict[str, str]:
@@ -223,7 +228,8 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "ms_per_query": r.get("ms_per_query"), "neg_share": r.get("neg_share"),
                     "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
                     "failed_rows": int(r.get("failed_rows") or 0), "gallery_shift": r.get("gallery_shift", "none"),
-                    "by_category": r.get("by_category"), **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
+                    "by_category": r.get("by_category"), "source_weights": r.get("source_weights"),
+                    **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
                     **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
             if r["config"].endswith(f" seed {base['seed']}"):  # a seed in the label: a repeat of the same cell
                 base["config"] = r["config"][: -len(f" seed {base['seed']}")]
@@ -272,6 +278,8 @@ def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) ->
             row["gallery_shift"] = r["gallery_shift"]
         if isinstance(r.get("by_category"), dict):
             row["by_category"] = r["by_category"]
+        if isinstance(r.get("source_weights"), str):
+            row["source_weights"] = r["source_weights"]
         if isinstance(r.get("queries"), QueryRanks):
             row["per_query"] = r["queries"].encode()
         lines.append(json.dumps(row))

@@ -217,13 +217,20 @@ def seed_groups(df: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def source_mismatch(*arms: pd.DataFrame) -> str | None:
+    """Why runs cannot be paired: they start from different source weights (results.json ``source_weights``; a
+    checkpoint trained on another machine differs). None when they share one, or where it is not recorded."""
+    known = sorted({w for arm in arms if "source_weights" in arm for w in arm["source_weights"].dropna()})
+    return f"different source models ({', '.join(w[:8] for w in known)})" if len(known) > 1 else None
+
+
 def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1", resamples: int = RESAMPLES,
                   seed: int = BOOTSTRAP_SEED) -> tuple[dict, dict]:
     """Every configuration against ``against`` (a configuration name, e.g. source) in each cell both have.
 
     Returns ({cell key: Comparison}, {cell key: why not}) where a cell key is the values of
     :data:`~tta.reporting.collect.CELL` of the compared configuration; a cell is left out (with its reason) when a
-    run of either arm has no per-query ranks."""
+    run of either arm has no per-query ranks, or the two arms' runs start from different source weights."""
     df = complete_columns(df)
     if metric not in PAIRED_METRICS:
         raise ValueError(f"paired comparisons take {', '.join(PAIRED_METRICS)}, not {metric}")
@@ -241,6 +248,9 @@ def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1"
             runs_a, runs_b = list(arm["queries"]), list(ref["queries"])
             if any(not isinstance(q, QueryRanks) for q in runs_a + runs_b):
                 missing[key] = "no per-query ranks"
+                continue
+            if why := source_mismatch(arm, ref):
+                missing[key] = why
                 continue
             out[key] = compare(runs_a, runs_b, metric, resamples, seed)
     return out, missing
@@ -438,7 +448,7 @@ def _bold(frame: pd.DataFrame, cell_runs: dict, metric: str, resamples: int, see
             (_, first), (_, second) = ranked.index[0], ranked.index[1]
             a, b = cell_runs[(task, row, model, first)], cell_runs[(task, row, model, second)]
             runs = list(a["queries"]) + list(b["queries"])
-            if metric in PAIRED_METRICS and all(isinstance(q, QueryRanks) for q in runs):
+            if metric in PAIRED_METRICS and all(isinstance(q, QueryRanks) for q in runs) and not source_mismatch(a, b):
                 if compare(list(a["queries"]), list(b["queries"]), metric, resamples, seed).low > 0:
                     out.loc[(task, row), (model, first)] = True
     return out
@@ -461,7 +471,7 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
         t[c.mark] += 1
     for key in missing:
         k = dict(zip(CELL, key, strict=True))
-        tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "no data": 0})["no data"] += 1
+        tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "no data": 0})["no data"] += 1  # unpaired
     labels = [f"Δ {metric}", "95% low", "95% high", "p (sign-flip)", "seeds", f"seeds {against}", "queries"]
     cols = pd.MultiIndex.from_tuples([("", lab) for lab in labels])
     out = []
@@ -483,10 +493,11 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
     wtl = pd.DataFrame([[tally[k][w] for w in ("better", "tie", "worse", "no data")] for k in order],
                        index=pd.MultiIndex.from_tuples(order, names=["model", "config"]),
                        columns=pd.MultiIndex.from_tuples([("", "wins"), ("", "ties"), ("", "losses"),
-                                                          ("", "no per-query data")]), dtype=float)
+                                                          ("", "not paired")]), dtype=float)
     out.append(Table(f"wins / ties / losses against {against} over all cells ({metric})", wtl, "count", 1, (),
                      default_digits=0, about="a win or loss: the paired 95 % interval lies wholly above or below 0; "
-                                            "a tie: it spans 0"))
+                                            "a tie: it spans 0; not paired: a run without per-query ranks, or "
+                                            "the two arms start from different source weights"))
     return out
 
 
