@@ -12,7 +12,8 @@ import numpy as np
 def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", severity: int = 5, seed: int = 42,
               ranks=None, model: str = "clip4clip", task: str = "v2t", failed=None, ms: float = 10.0,
               adapt_share: float = 0.0, peak_rss_mb: float = 900.0, num_gallery: int = 100,
-              shift_seed: int | None = None, with_ranks: bool = True, source_weights: str | None = None) -> Path:
+              shift_seed: int | None = None, with_ranks: bool = True, source_weights: str | None = None,
+              raw: tuple[float, float] | None = None) -> Path:
     """One run: R@K and the per-query ranks agree (R@1 = 100 * share of rank 1)."""
     ranks = np.asarray(ranks, dtype=np.int32)
     failed = np.zeros(len(ranks), bool) if failed is None else np.asarray(failed, bool)
@@ -29,6 +30,8 @@ def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", s
            "cost": {"ms_per_query": ms, "adapt_share": adapt_share, "peak_rss_mb": peak_rss_mb, "peak_gpu_mb": None}}
     if source_weights is not None:
         res["source_weights"] = source_weights
+    if raw is not None:  # a refining method's (R@1, skewness) before refinement
+        res["retrieval_raw"], res["hubness_raw"] = {"R@1": raw[0]}, {"skewness": raw[1], "k": 10}
     (d / "results.json").write_text(json.dumps(res))
     if with_ranks:
         np.savez(d / "query_ranks.npz", query_id=np.array([f"video{i}" for i in range(len(ranks))]),

@@ -14,7 +14,7 @@ from tta.report import build_report
 from tta.report import main as report_main
 from tta.reporting.collect import export_rows, load_runs
 from tta.reporting.pages import render_tables
-from tta.reporting.tables import compare_cells, paper_tables
+from tta.reporting.tables import compare_cells, list_table, paper_tables
 
 N = 400
 
@@ -122,6 +122,18 @@ def test_runs_from_different_source_weights_are_not_paired(tmp_path):
     [table] = [t for t in rep["tables"] if "by severity" not in t.title]
     assert "source weights aaaa1111, cccc3333" in table.provenance
     assert not isinstance(table.marks.loc[("clip4clip", "tent"), ("low-level", "gaussian")], str)
+
+
+def test_list_shows_what_refinement_changed_and_row_files_keep_it(tmp_path):
+    rng = np.random.default_rng(5)
+    write_run(tmp_path, adapter="source", ranks=ranks_with_hits(rng.random(N) < 0.3, rng))
+    write_run(tmp_path, adapter="hsm", ranks=ranks_with_hits(rng.random(N) < 0.4, rng), raw=(30.5, 2.25))
+    df, _ = load_runs([tmp_path])
+    for frame in (df, load_runs([export_rows(df, tmp_path / "rows.jsonl")])[0]):
+        table = list_table(frame, sort=True)
+        hsm = table.frame.loc[("hsm", "clip4clip", "v2t", "gaussian s5")]
+        assert hsm[("", "R@1 before refinement")] == 30.5 and hsm[("", "skewness before refinement")] == 2.25
+        assert np.isnan(table.frame.loc[("source", "clip4clip", "v2t", "gaussian s5"), ("", "R@1 before refinement")])
 
 
 def test_old_rows_without_per_query_data_render_unmarked():

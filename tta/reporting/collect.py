@@ -29,6 +29,8 @@ CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config",
 EFFECT = ("top1_unchanged", "top5_overlap", "input_distance", "changed_share", "filtered_share")
 #: the cost columns of a run (results.json "cost"; ms_per_query from time_s)
 COST = ("ms_per_query", "adapt_share", "peak_rss_mb", "peak_gpu_mb")
+#: what refining methods (HSM-based adapters, post-hoc refiners) also record before refinement: "<metric> raw"
+RAW = ("R@1", "skewness")
 
 
 def rsum(metrics: dict) -> float | None:
@@ -103,6 +105,7 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row.update({k: v for k, v in res["hubness"].items() if k != "k"})
         if res.get("retrieval_raw"):  # refining methods: the metrics before score refinement
             row.update({f"{k} raw": v for k, v in res["retrieval_raw"].items()})
+            row["skewness raw"] = (res.get("hubness_raw") or {}).get("skewness")
         cost = res.get("cost") or {}
         row["ms_per_query"] = cost.get("ms_per_query", res["time_s"]["per_query_ms"])
         row.update({k: cost.get(k) for k in COST[1:]})
@@ -133,6 +136,7 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
                 "queries": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None,
+                **{f"{k} raw": None for k in RAW},
                 **dict.fromkeys(COST),
                 **dict.fromkeys(EFFECT)}
     for col, value in defaults.items():
@@ -229,6 +233,7 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
                     "failed_rows": int(r.get("failed_rows") or 0), "gallery_shift": r.get("gallery_shift", "none"),
                     "by_category": r.get("by_category"), "source_weights": r.get("source_weights"),
+                    **{f"{k} raw": (r.get("raw") or {}).get(k) for k in RAW},
                     **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
                     **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
             if r["config"].endswith(f" seed {base['seed']}"):  # a seed in the label: a repeat of the same cell
@@ -239,6 +244,7 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                 if segments and r.get("segments"):
                     parts = [(g["shift"], g["severity"], g) for g in r["segments"]]
                     base["ms_per_query"] = base["neg_share"] = None  # measured over the whole stream only
+                    base.update({f"{k} raw": None for k in RAW})
             for shift, severity, metrics in parts:
                 row = {**base, "shift": shift, "severity": 0 if shift == "clean" else int(severity),
                        "level": shift_level(shift), "R@1": metrics["R@1"], "R@5": metrics.get("R@5"),
@@ -280,6 +286,8 @@ def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) ->
             row["by_category"] = r["by_category"]
         if isinstance(r.get("source_weights"), str):
             row["source_weights"] = r["source_weights"]
+        if pd.notna(r.get("R@1 raw")):  # a refining method: R@1 and skewness before its refinement
+            row["raw"] = {k: (None if pd.isna(r.get(f"{k} raw")) else float(r[f"{k} raw"])) for k in RAW}
         if isinstance(r.get("queries"), QueryRanks):
             row["per_query"] = r["queries"].encode()
         lines.append(json.dumps(row))

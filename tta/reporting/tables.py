@@ -501,7 +501,8 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
     return out
 
 
-LIST_COLUMNS = (("R@1", "R@1", 1), ("R@5", "R@5", 1), ("skewness", "skewness (k=10)", 2),
+LIST_COLUMNS = (("R@1", "R@1", 1), ("R@1 raw", "R@1 before refinement", 1), ("R@5", "R@5", 1),
+                ("skewness", "skewness (k=10)", 2), ("skewness raw", "skewness before refinement", 2),
                 ("neg_percent", "% sims < 0", 2), ("ms_per_query", "ms/query", 1), ("adapt_percent", "adapt %", 0),
                 ("peak_rss_mb", "peak MB", 0), ("peak_gpu_mb", "GPU MB", 0), ("failed_rows", "failed rows", 0),
                 ("top1_percent", "top-1 kept %", 1), ("top5_percent", "top-5 overlap %", 1),
@@ -516,7 +517,8 @@ def run_shift_label(shift: str, severity, gallery_shift: str | None = "none") ->
 
 
 def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Table:
-    """One line per run: configuration, model, task, shift, then R@1, R@5, skewness, % sims < 0, the cost
+    """One line per run: configuration, model, task, shift, then R@1, R@5, skewness (for refining methods also R@1
+    and skewness before refinement: what HSM or a post-hoc refiner changed within the run), % sims < 0, the cost
     (ms/query, adaptation share, peak memory, failed rows) and the shift's effect (top-1 kept and top-5 overlap
     with the clean source ranking, input distance, changed and filtered shares): the columns a run has; % sims < 0
     is the share of negative scores in the final matrix, recorded by row files. ``sort``: by model, task, then
