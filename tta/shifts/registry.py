@@ -227,16 +227,17 @@ def _video_details(name: str, resolved: dict, resources: dict, out: dict) -> Non
     resolved.setdefault("apply_at", "native")
     check_options(name, resolved)
     if name == "snow":
-        from tta.shifts.video.weather import IMAGEMAGICK_MISSING, wand_available
+        from tta.shifts.video.weather import _check_snow_blur
 
-        if resolved.get("blur_impl", "imagemagick") != "imagemagick":
-            raise ValueError("shift 'snow' always blurs with ImageMagick; the tap-sum approximation is its own "
-                             "shift: shift=snow_approx")
-        if not wand_available():
-            raise ImportError(IMAGEMAGICK_MISSING)
-        from wand.version import MAGICK_VERSION
+        blur = resolved.get("blur_impl", "imagemagick")
+        _check_snow_blur("snow", blur)
+        if blur == "imagemagick":
+            resolved["imagemagick_version"] = ("ImageMagick 6 Q16 MotionBlurImage, NumPy (bit-identical to the "
+                                               "library)")
+        else:
+            from wand.version import MAGICK_VERSION
 
-        resolved["imagemagick_version"] = MAGICK_VERSION
+            resolved["imagemagick_version"] = MAGICK_VERSION
     elif name == "style_transfer":
         from tta.shifts.video.style import ADAIN_MISSING
 
