@@ -1,4 +1,4 @@
-"""The fast CPU paths of the noise and fog shifts against their plain formulas (exact) or the exact law (statistics)."""
+"""The fast CPU paths of the noise, fog, snow and JPEG shifts against their plain formulas (exact) or the exact law (statistics)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tta.shifts import perturb_video
 from tta.shifts.video.common import to_uint8, to_unit
 from tta.shifts.video.noise import IMPULSE_AMOUNT
 from tta.shifts.video.schiappa_noise import SHOT_RATE, shot_table, speckle_factors
-from tta.shifts.video.weather import FOG, _fog_map
+from tta.shifts.video.weather import FOG, SNOW, _fog_map, _snow_all, _snow_blend, _snow_layers
 
 
 def clip(t: int = 6, h: int = 40, w: int = 56, seed: int = 0) -> torch.Tensor:
@@ -39,6 +39,19 @@ def test_fog_frame_by_frame_blend_equals_the_whole_clip_formula(severity):
     mu = u.amax(dim=(1, 2, 3), keepdim=True)
     mu = torch.where(mu > 0, mu, torch.ones_like(mu))
     assert torch.equal(perturb_video(x, "fog", severity, 5), to_uint8((u + c * fmap) * mu / (mu + c)))
+
+
+@pytest.mark.parametrize("severity", [1, 2, 3, 4, 5])
+def test_snow_numpy_blend_equals_the_torch_formula(severity):
+    """The CPU blend (NumPy, in place) gives the torch formula's bits for every blend weight, on every grey level
+    and on saturated sums (layer values up to 2)."""
+    x = clip(t=4, h=64, w=64, seed=severity)
+    x[0] = torch.arange(256, dtype=torch.uint8).reshape(16, 16)[..., None].repeat(4, 4, 3)  # every grey level
+    layers = _snow_layers(4, 64, 64, severity, torch.Generator().manual_seed(9), "imagemagick")
+    layers[1] = torch.rand((64, 64, 1), generator=torch.Generator().manual_seed(2)) * 2
+    weights = torch.tensor([0.299, 0.587, 0.114])
+    expect = _snow_blend(x, layers, weights, SNOW[severity - 1][6])
+    assert torch.equal(_snow_all(x, layers, severity), expect)
 
 
 @pytest.mark.parametrize("c", [SHOT_RATE["schiappa"][0], SHOT_RATE["schiappa"][4], SHOT_RATE["imagenet_c"][4]])

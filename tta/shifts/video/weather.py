@@ -271,18 +271,44 @@ def _snow_layers(t: int, h: int, w: int, severity: int, generator: torch.Generat
 
 def _snow_all(frames: torch.Tensor, layers: torch.Tensor, severity: int) -> torch.Tensor:
     """uint8 (..., H, W, 3) frames and their layers (..., H, W, 1) -> snowy frames; on the CPU one frame at a time
-    (the same operations, with a frame's floats in cache), on CUDA all at once."""
+    in NumPy (:func:`_snow_blend_numpy`, the same bits), on CUDA all at once."""
     blend = SNOW[severity - 1][6]
-    weights = torch.tensor([0.299, 0.587, 0.114], device=frames.device)
-    layers = layers.to(frames.device)
     if frames.is_cuda:
-        return _snow_blend(frames, layers, weights, blend)
+        weights = torch.tensor([0.299, 0.587, 0.114], device=frames.device)
+        return _snow_blend(frames, layers.to(frames.device), weights, blend)
     shape = frames.shape[-3:]
-    out = torch.empty_like(frames)
-    for src, dst, layer in zip(frames.reshape(-1, *shape), out.view(-1, *shape), layers.reshape(-1, *shape[:2], 1),
-                               strict=True):
-        dst.copy_(_snow_blend(src, layer, weights, blend))
-    return out
+    src = frames.reshape(-1, *shape).numpy()
+    out = np.empty_like(src)
+    for f, dst, layer in zip(src, out, layers.reshape(-1, *shape[:2], 1).numpy(), strict=True):
+        _snow_blend_numpy(f, layer, blend, dst)
+    return torch.from_numpy(out).reshape(frames.shape)
+
+
+SNOW_GREY = np.array([0.299, 0.587, 0.114], np.float32)
+
+
+def _snow_blend_numpy(frame: np.ndarray, layer: np.ndarray, blend: float, out: np.ndarray) -> None:
+    """:func:`_snow_blend` of one uint8 (H, W, 3) frame into ``out``, bit for bit, in place in float32.
+
+    The same float32 operations in the same order (the grey sum as w0·r + w1·g + w2·b, torch's order); two steps
+    of the torch code are dropped because they cannot change a value here: the clip at 0 (frame, layer >= 0) and
+    the clamp at 255 (255 + the guard truncates to 255). ``tests/shifts/video/test_shift_fast_paths.py`` compares.
+    """
+    x = np.divide(frame, np.float32(255.0), dtype=np.float32)
+    grey = x[..., 0] * SNOW_GREY[0]
+    grey += x[..., 1] * SNOW_GREY[1]
+    grey += x[..., 2] * SNOW_GREY[2]
+    grey *= np.float32(1.5)
+    grey += np.float32(0.5)
+    whiter = np.maximum(x, grey[..., None])
+    whiter *= np.float32(1 - blend)
+    x *= np.float32(blend)
+    x += whiter
+    x += layer
+    np.minimum(x, np.float32(1.0), out=x)
+    x *= np.float32(255.0)
+    x += np.float32(TRUNC_GUARD)
+    np.copyto(out, x, casting="unsafe")  # truncation, as .to(torch.uint8)
 
 
 def _snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str) -> torch.Tensor:
