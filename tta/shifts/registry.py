@@ -12,7 +12,8 @@ A video shift may also have a vectorised torch twin (:func:`register_batched`):
 ``twin(frames: uint8 (N, T, H, W, 3), severity, generators: list[torch.Generator], **options)`` on the frames' device,
 drawing each video's randomness from its own generator exactly as the reference does. ``exact`` says whether the twin
 is bit-identical to the reference on the CPU; :func:`tta.shifts.perturb_video` uses a twin on CUDA, and on the CPU
-only when it is exact (docs/shifts/mlvp.md, "Speed").
+only when it is exact and registered with ``cpu=True`` (``cpu=False``: the reference is the faster CPU path, e.g.
+libjpeg against the tensor JPEG; docs/shifts/mlvp.md, "Speed").
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ShiftInfo:
     group: str = "A"  # MLVP processing group: "A" sampled frames, "B" the whole decoded video
     batched: Callable | None = None  # the vectorised torch twin (register_batched), if any
     batched_exact: bool = False  # the twin is bit-identical to fn on the CPU
+    batched_cpu: bool = True  # backend=auto may pick the (exact) twin on the CPU: it is not slower there
 
 
 _VIDEO: dict[str, ShiftInfo] = {}
@@ -51,12 +53,12 @@ def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "lo
     return wrap
 
 
-def register_batched(name: str, exact: bool):
+def register_batched(name: str, exact: bool, cpu: bool = True):
     """Attach a vectorised torch twin to the already registered video shift ``name`` (see the module docstring)."""
     def wrap(fn):
         if name not in _VIDEO:
             raise KeyError(f"register {name!r} with register_video_shift before its batched twin")
-        _VIDEO[name] = dataclasses.replace(_VIDEO[name], batched=fn, batched_exact=exact)
+        _VIDEO[name] = dataclasses.replace(_VIDEO[name], batched=fn, batched_exact=exact, batched_cpu=cpu)
         return fn
 
     return wrap

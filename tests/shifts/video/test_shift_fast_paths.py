@@ -122,3 +122,44 @@ def test_jpeg_through_opencv_equals_pillow(shape):
             Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
             expected.append(np.asarray(Image.open(buf).convert("RGB")))
         assert np.array_equal(perturb_video(x, "schiappa_jpeg", severity, 0).numpy(), np.stack(expected)), severity
+
+
+def _libjpeg(frames: np.ndarray, quality: int) -> np.ndarray:
+    import cv2
+
+    out = []
+    for f in frames:
+        ok, buf = cv2.imencode(".jpg", cv2.cvtColor(f, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+        out.append(cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (15, 17), (16, 16), (37, 51), (9, 70)])
+def test_tensor_jpeg_equals_libjpeg(shape):
+    """The batched integer JPEG (the CUDA path of schiappa_jpeg) gives libjpeg's decoded pixels exactly: every
+    quality of the table plus 1, 50 and 100, on noise, smooth and two-level content, at sizes that exercise the
+    edge padding of both planes and the non-fancy upsampling of chroma 2 samples wide or less."""
+    from tta.shifts.video.jpeg_batch import jpeg_roundtrip_batch
+    from tta.shifts.video.schiappa_digital import JPEG_QUALITY
+
+    rng = np.random.default_rng(sum(shape))
+    h, w = shape
+    frames = np.concatenate([
+        rng.integers(0, 256, (1, h, w, 3), dtype=np.uint8),
+        np.clip(np.cumsum(rng.integers(-9, 10, (1, h, w, 3)), axis=2) + 128, 0, 255).astype(np.uint8),
+        (rng.integers(0, 2, (1, h, w, 3)) * 255).astype(np.uint8)])
+    for quality in (*JPEG_QUALITY, 1, 50, 100):
+        got = jpeg_roundtrip_batch(torch.from_numpy(frames), quality).numpy()
+        assert np.array_equal(got, _libjpeg(frames, quality)), (quality, np.abs(got.astype(int) - _libjpeg(
+            frames, quality)).max())
+
+
+def test_jpeg_auto_keeps_libjpeg_on_the_cpu(monkeypatch):
+    """On the CPU the exact tensor JPEG is slower than libjpeg-turbo, so backend=auto runs the reference there."""
+    import tta.shifts.video.schiappa_digital as digital
+    from tta.shifts.registry import get_shift
+
+    info = get_shift("schiappa_jpeg")
+    assert info.batched_exact and not info.batched_cpu
+    monkeypatch.setattr(digital, "jpeg_roundtrip_batch", lambda *a: pytest.fail("the tensor path ran on the CPU"))
+    perturb_video(clip(t=2, h=16, w=16), "schiappa_jpeg", 3, 0)
