@@ -14,6 +14,7 @@ from tta.shifts.video.flow_blur import (
     FARNEBACK,
     MOTION_LENGTHS,
     _correlate_torch,
+    blur_blend,
     correlate_pair,
     disk_kernel,
     high_motion_mask,
@@ -72,6 +73,25 @@ def test_shared_dft_correlation_matches_filter2d(kernels):
                         for f, k in zip(clip, ks, strict=True)])
         diff = np.abs(out.astype(int) - ref)
         assert out.dtype == np.uint8 and diff.max() <= 1 and (diff > 0).mean() < 1e-4
+
+
+@pytest.mark.parametrize("pair", ["motion", "defocus", "defocus_small", "static_none"])
+def test_blur_blend_equals_the_two_blurs_then_the_masked_copy(pair):
+    """The fused CPU blur-and-blend gives exactly correlate_pair's pixels picked by the mask (large and small
+    kernels, one kernel per frame or one shared, and ``static_regions=none``, where the frame stays)."""
+    clip = scene(t=12).numpy()
+    masks = np.random.default_rng(4).random((12, *clip.shape[1:3])) < 0.25
+    highs, lows = {"motion": ([line_kernel(17, 30.0 * i) for i in range(12)], [line_kernel(9, 30.0 * i)
+                                                                                for i in range(12)]),
+                   "defocus": ([disk_kernel(12)] * 12, [disk_kernel(6)] * 12),
+                   "defocus_small": ([disk_kernel(4)] * 12, [disk_kernel(3)] * 12),
+                   "static_none": ([disk_kernel(8)] * 12, None)}[pair]
+    if lows is None:
+        high, low = correlate_pair(clip, [highs])[0], clip.copy()
+    else:
+        high, low = correlate_pair(clip, [highs, lows])
+    np.copyto(low, high, where=masks[..., None])
+    assert np.array_equal(blur_blend(clip, highs, lows, masks), low)
 
 
 def test_grouped_torch_convolution_matches_filter2d_within_one_grey_level():

@@ -175,6 +175,55 @@ def correlate_pair(frames: np.ndarray, kernel_sets: list[list[np.ndarray]]) -> l
     return outs
 
 
+def blur_blend(frames: np.ndarray, highs: list[np.ndarray], lows: list[np.ndarray] | None,
+               masks: np.ndarray) -> np.ndarray:
+    """``masks ? correlate(frame, high) : correlate(frame, low)`` (or the frame itself when ``lows`` is None) for
+    uint8 (n, H, W, 3) frames, one kernel per frame and blur, boolean (n, H, W) masks -> uint8 (n, H, W, 3).
+
+    The pixels of :func:`correlate_pair` followed by the masked copy, bit for bit, with less work: the large-kernel
+    blurs share one forward DFT per frame plane as there, and the mask picks between the two float results before
+    the single rounding (rounding commutes with the choice), so each plane is rounded and stored once.
+    """
+    n, h, w, _ = frames.shape
+    sets = [highs] if lows is None else [highs, lows]
+    large = [ks[0].size >= DFT_MIN_AREA for ks in sets]
+    small = [None if big else np.stack([_correlate(f, k) for f, k in zip(frames, ks, strict=True)])
+             for big, ks in zip(large, sets, strict=True)]
+    other = frames if lows is None else small[1]
+    if not any(large):
+        return np.where(masks[..., None], small[0], other)
+    r = max(ks[j].shape[0] // 2 for big, ks in zip(large, sets, strict=True) if big for j in range(n))
+    shape = (cv2.getOptimalDFTSize(h + 2 * r), cv2.getOptimalDFTSize(w + 2 * r))
+    spectra: dict[int, np.ndarray] = {}  # one spectrum per distinct kernel object (defocus shares them)
+    plane = np.zeros(shape, np.float32)
+    flags = cv2.DFT_SCALE | cv2.DFT_REAL_OUTPUT
+    # channel planes, contiguous: the per-plane copies and stores below are then plain row copies
+    planes = np.ascontiguousarray(frames.transpose(0, 3, 1, 2))
+    smalls = [None if s_ is None else np.ascontiguousarray(s_.transpose(0, 3, 1, 2)) for s_ in small]
+    others = planes if lows is None else smalls[1]
+    out = np.empty_like(planes)
+    for j in range(n):
+        mask = masks[j]
+        for c in range(3):
+            plane[:h + 2 * r, :w + 2 * r] = cv2.copyMakeBorder(planes[j, c], r, r, r, r, cv2.BORDER_REFLECT_101)
+            freq = cv2.dft(plane)
+            ys = []
+            for i, ks in enumerate(sets):
+                if not large[i]:
+                    ys.append(smalls[i][j, c])
+                    continue
+                k = ks[j]
+                if id(k) not in spectra:
+                    spectra[id(k)] = _kernel_spectrum(k, shape)
+                ys.append(cv2.idft(cv2.mulSpectrums(freq, spectra[id(k)], 0, conjB=True), flags=flags)[r:r + h, r:r + w])
+            z = np.where(mask, ys[0], ys[1] if len(ys) > 1 else others[j, c])
+            if z.dtype != np.uint8:  # a float result: round half to even and saturate, as filter2D's uint8 output
+                np.rint(z, out=z)
+                np.clip(z, 0, 255, out=z)
+            out[j, c] = z
+    return np.ascontiguousarray(out.transpose(0, 2, 3, 1))
+
+
 def _correlate_torch(frames: torch.Tensor, kernels: list[np.ndarray]) -> torch.Tensor:
     """uint8 (n, H, W, 3) frames, one kernel per frame -> uint8 (n, H, W, 3): one grouped convolution on their device."""
     n, h, w, _ = frames.shape
@@ -212,13 +261,8 @@ def _drive(frames: torch.Tensor, context: ShiftContext | None, kernels, flow: st
         high = _correlate_torch(clip, highs)
         low = clip if lows[0] is None else _correlate_torch(clip, lows)
         return torch.where(mask.to(frames.device), high, low)
-    sel = arr[indices]
-    if lows[0] is None:
-        high, low = correlate_pair(sel, [highs])[0], sel.copy()
-    else:
-        high, low = correlate_pair(sel, [highs, lows])
-    np.copyto(low, high, where=mask.numpy())
-    return torch.from_numpy(low).to(frames.device)
+    out = blur_blend(arr[indices], highs, None if lows[0] is None else lows, mask[..., 0].numpy())
+    return torch.from_numpy(out).to(frames.device)
 
 
 @register_video_shift("motion_blur", level="mid", group="B")
