@@ -181,47 +181,53 @@ def blur_blend(frames: np.ndarray, highs: list[np.ndarray], lows: list[np.ndarra
     uint8 (n, H, W, 3) frames, one kernel per frame and blur, boolean (n, H, W) masks -> uint8 (n, H, W, 3).
 
     The pixels of :func:`correlate_pair` followed by the masked copy, bit for bit, with less work: the large-kernel
-    blurs share one forward DFT per frame plane as there, and the mask picks between the two float results before
-    the single rounding (rounding commutes with the choice), so each plane is rounded and stored once.
+    blurs share one forward DFT per frame plane as there; the mask picks between the two float results before the
+    single rounding (rounding commutes with the choice), and the rounding, the masked copy and the channel
+    split / merge are OpenCV calls (``cv2.add(..., dtype=CV_8U)`` rounds half to even and saturates, as
+    filter2D's uint8 output and ``np.rint`` + clip do).
     """
     n, h, w, _ = frames.shape
     sets = [highs] if lows is None else [highs, lows]
     large = [ks[0].size >= DFT_MIN_AREA for ks in sets]
-    small = [None if big else np.stack([_correlate(f, k) for f, k in zip(frames, ks, strict=True)])
+    small = [None if big else [_correlate(f, k) for f, k in zip(frames, ks, strict=True)]
              for big, ks in zip(large, sets, strict=True)]
-    other = frames if lows is None else small[1]
+    masks = np.ascontiguousarray(masks).view(np.uint8)
+    out = np.empty_like(frames)
     if not any(large):
-        return np.where(masks[..., None], small[0], other)
+        for j in range(n):
+            out[j] = cv2.copyTo(small[0][j], masks[j], frames[j].copy() if lows is None else small[1][j])
+        return out
     r = max(ks[j].shape[0] // 2 for big, ks in zip(large, sets, strict=True) if big for j in range(n))
     shape = (cv2.getOptimalDFTSize(h + 2 * r), cv2.getOptimalDFTSize(w + 2 * r))
     spectra: dict[int, np.ndarray] = {}  # one spectrum per distinct kernel object (defocus shares them)
     plane = np.zeros(shape, np.float32)
     flags = cv2.DFT_SCALE | cv2.DFT_REAL_OUTPUT
-    # channel planes, contiguous: the per-plane copies and stores below are then plain row copies
-    planes = np.ascontiguousarray(frames.transpose(0, 3, 1, 2))
-    smalls = [None if s_ is None else np.ascontiguousarray(s_.transpose(0, 3, 1, 2)) for s_ in small]
-    others = planes if lows is None else smalls[1]
-    out = np.empty_like(planes)
     for j in range(n):
         mask = masks[j]
+        chans = cv2.split(frames[j])
+        smalls = [None if s_ is None else cv2.split(s_[j]) for s_ in small]
+        done = []
         for c in range(3):
-            plane[:h + 2 * r, :w + 2 * r] = cv2.copyMakeBorder(planes[j, c], r, r, r, r, cv2.BORDER_REFLECT_101)
+            plane[:h + 2 * r, :w + 2 * r] = cv2.copyMakeBorder(chans[c], r, r, r, r, cv2.BORDER_REFLECT_101)
             freq = cv2.dft(plane)
             ys = []
             for i, ks in enumerate(sets):
                 if not large[i]:
-                    ys.append(smalls[i][j, c])
+                    ys.append(smalls[i][c])
                     continue
                 k = ks[j]
                 if id(k) not in spectra:
                     spectra[id(k)] = _kernel_spectrum(k, shape)
-                ys.append(cv2.idft(cv2.mulSpectrums(freq, spectra[id(k)], 0, conjB=True), flags=flags)[r:r + h, r:r + w])
-            z = np.where(mask, ys[0], ys[1] if len(ys) > 1 else others[j, c])
-            if z.dtype != np.uint8:  # a float result: round half to even and saturate, as filter2D's uint8 output
-                np.rint(z, out=z)
-                np.clip(z, 0, 255, out=z)
-            out[j, c] = z
-    return np.ascontiguousarray(out.transpose(0, 2, 3, 1))
+                y = cv2.idft(cv2.mulSpectrums(freq, spectra[id(k)], 0, conjB=True), flags=flags)[r:r + h, r:r + w]
+                ys.append(y)
+            high, low = ys[0], ys[1] if len(ys) > 1 else chans[c]
+            if high.dtype == low.dtype:  # both float (or both uint8): pick, then round once
+                picked = cv2.copyTo(high, mask, low)
+                done.append(picked if picked.dtype == np.uint8 else cv2.add(picked, 0.0, dtype=cv2.CV_8U))
+            else:  # a float high blur over a uint8 low one (a small kernel, or the frame itself)
+                done.append(cv2.copyTo(cv2.add(high, 0.0, dtype=cv2.CV_8U), mask, low))
+        out[j] = cv2.merge(done)
+    return out
 
 
 def _correlate_torch(frames: torch.Tensor, kernels: list[np.ndarray]) -> torch.Tensor:
