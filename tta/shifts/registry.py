@@ -192,7 +192,7 @@ def implementation_record(spec, captions=None) -> dict:
 
     Raises:
         The shift's own one-line error when a faithful implementation cannot run here (``style_transfer`` without
-        ``weights_dir``, ``snow`` without ImageMagick, a model-based text shift without ``model_path``), so a
+        ``weights_dir``, ``snow`` with ``blur_impl=wand`` without ImageMagick, a model-based text shift without ``model_path``), so a
         runner that calls this before the stream fails early.
     """
     name, severity, seed, options, resources = _spec_fields(spec)
