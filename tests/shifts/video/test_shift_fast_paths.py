@@ -41,6 +41,18 @@ def test_fog_frame_by_frame_blend_equals_the_whole_clip_formula(severity):
     assert torch.equal(perturb_video(x, "fog", severity, 5), to_uint8((u + c * fmap) * mu / (mu + c)))
 
 
+@pytest.mark.parametrize("mode", ["code", "iid"])
+@pytest.mark.parametrize("severity", [1, 5])
+def test_gaussian_frame_by_frame_equals_the_whole_clip_formula(mode, severity):
+    from tta.shifts.video.noise import GAUSSIAN_SIGMA
+
+    x = clip()
+    g = torch.Generator().manual_seed(8)
+    noise = torch.randn((x.shape[0] if mode == "iid" else 1, *x.shape[1:]), generator=g) * GAUSSIAN_SIGMA[severity - 1]
+    plain = (255.0 * (x.to(torch.float32) / 255.0 + noise).clamp(0.0, 1.0)).to(torch.uint8)
+    assert torch.equal(perturb_video(x, "gaussian", severity, 8, temporal_mode=mode), plain)
+
+
 @pytest.mark.parametrize("severity", [1, 2, 3, 4, 5])
 def test_snow_numpy_blend_equals_the_torch_formula(severity):
     """The CPU blend (NumPy, in place) gives the torch formula's bits for every blend weight, on every grey level
