@@ -37,7 +37,6 @@ from scipy import ndimage
 from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import TRUNC_GUARD, numpy_rng, to_uint8, to_unit
 
-
 FOG = ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))  # (c, wibble decay), docs/shifts/mlvp.md, App. E.1
 # (loc, scale, zoom, threshold, radius, sigma, blend), docs/shifts/mlvp.md, App. E.1
 SNOW = ((0.1, 0.3, 3.0, 0.5, 10, 4, 0.8), (0.2, 0.3, 2.0, 0.5, 12, 4, 0.7), (0.55, 0.3, 4.0, 0.9, 12, 8, 0.7),
