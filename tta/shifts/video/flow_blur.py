@@ -21,10 +21,10 @@ Speed (docs/shifts/mlvp.md, "Speed"). Options shared by both shifts: ``flow`` = 
 ``dis`` (OpenCV DIS flow, preset fast: about 9x cheaper, a different flow field); ``flow_scale`` = 1.0 (default:
 flow at full resolution, bit-identical to the faithful path) or s < 1: flow on the grey frames resized by s
 (INTER_AREA), the high-motion mask taken at that size and upsampled nearest, the mean-flow angle unchanged (it is
-scale-free). The blends are done for all sampled frames at once. On the CPU, kernels of 130 taps or more (where
-filter2D itself switches to a DFT) go through one forward DFT per frame plane shared by both blurs
-(:func:`correlate_pair`, about 3x cheaper than two filter2D calls; <= 1 grey level from filter2D on rounding ties,
-about 1e-5 of values); on a CUDA tensor the two blurs are one grouped convolution (reflect-101 padding, rounded;
+scale-free). On the CPU, kernels of 130 taps or more (where filter2D itself switches to a DFT) go through one
+forward DFT per frame plane shared by both blurs (:func:`correlate_pair`, about 3x cheaper than two filter2D calls;
+<= 1 grey level from filter2D on rounding ties, about 1e-5 of values), and :func:`blur_blend` fuses that with the
+masked choice (one rounding per plane, OpenCV calls; the same pixels); on a CUDA tensor the two blurs are one grouped convolution (reflect-101 padding, rounded;
 <= 1 grey level from filter2D). Farneback itself is then about 70 % of the faithful path's time.
 """
 
