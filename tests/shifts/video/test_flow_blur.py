@@ -19,6 +19,7 @@ from tta.shifts.video.flow_blur import (
     disk_kernel,
     high_motion_mask,
     line_kernel,
+    percentile_linear,
 )
 
 
@@ -114,6 +115,20 @@ def test_flow_scale_half_stays_within_the_documented_tolerance(name):
     half = perturb_video(clip, name, 5, 0, context=ctx, flow_scale=0.5).numpy().astype(int)
     diff = np.abs(full - half)
     assert 0 < diff.mean() <= 2.5 and (diff > 8).mean() <= 0.08
+
+
+def test_percentile_is_numpys_to_the_bit():
+    """The mask's threshold: one partition and a minimum give np.percentile's value exactly (sizes 1 to a frame,
+    ties, all-equal, tiny values, weights below and above 0.5, non-finite input)."""
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 5, 10, 101, 4800, 76800):
+        for v in (rng.random(n), np.zeros(n), rng.integers(0, 3, n).astype(float), rng.exponential(size=n) * 1e-7,
+                  np.hypot(rng.normal(size=n), rng.normal(size=n))):
+            for q in (75.0, 0.0, 33.3, 50.0, 90.0, 100.0):
+                assert percentile_linear(v, q) == np.percentile(v, q), (n, q)
+    v = rng.random(50)
+    v[3] = np.nan
+    assert np.isnan(percentile_linear(v, 75.0))
 
 
 def test_upsampled_mask_keeps_the_top_quarter():

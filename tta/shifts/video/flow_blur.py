@@ -86,13 +86,33 @@ def sampled_flows(frames: np.ndarray, indices: list[int], method: str = "farneba
         yield t, (np.zeros((size[1], size[0], 2), np.float32) if t == 0 else flow(g(t - 1), g(t)))
 
 
+def percentile_linear(values: np.ndarray, q: float) -> float:
+    """``np.percentile(values, q)`` (method linear) to the bit, from one partition and a minimum.
+
+    NumPy partitions around both neighbours of the virtual index (n - 1)·q/100 and the two ends; one kth and the
+    minimum of the part above it give the same two order statistics at about a fifth of the cost. The
+    interpolation is NumPy's ``_lerp`` (from the upper neighbour when the weight is >= 0.5). Non-finite input
+    goes to NumPy itself.
+    """
+    v = values.ravel()
+    if not np.isfinite(v).all():
+        return float(np.percentile(values, q))
+    index = (v.size - 1) * (q / 100)
+    lo = math.floor(index)
+    if lo >= v.size - 1:
+        return float(v.max())
+    part = np.partition(v, lo)
+    a, b, t = float(part[lo]), float(part[lo + 1:].min()), index - lo
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
+
+
 def high_motion_mask(flow: np.ndarray, size: tuple[int, int] | None = None) -> np.ndarray:
     """Boolean (H, W): flow magnitude >= its 75th percentile (about the top 25 % of pixels).
 
     ``size`` = (H, W) upsamples a mask taken on a downscaled flow to the frame (nearest neighbour).
     """
     mag = np.sqrt(flow[..., 0].astype(np.float64) ** 2 + flow[..., 1].astype(np.float64) ** 2)
-    mask = mag >= np.percentile(mag, HIGH_MOTION_PERCENTILE)
+    mask = mag >= percentile_linear(mag, HIGH_MOTION_PERCENTILE)
     if size is not None and mask.shape != tuple(size):
         mask = cv2.resize(mask.view(np.uint8), (size[1], size[0]), interpolation=cv2.INTER_NEAREST).astype(bool)
     return mask
