@@ -3,6 +3,7 @@
     python benchmarks/shift_speed.py                         # all shifts, severity 3, one CPU thread
     python benchmarks/shift_speed.py --shifts gaussian schiappa_jpeg --severity 5 --min-time 5
     python benchmarks/shift_speed.py --shifts motion_blur motion_blur:flow=dis motion_blur:flow_scale=0.5
+    python benchmarks/shift_speed.py --shifts snow snow:blur_impl=wand
 
 Columns (all as clips per second and as a ratio to imagecorruptions): ``reference`` = our reference implementation
 clip by clip on the CPU (``backend="reference"``); ``torch`` = the vectorised torch twin on the CPU over a batch of
@@ -150,14 +151,14 @@ def main() -> None:
         pass
     try:  # ImageMagick loads its PNG coder on first use; loaded after scikit-video/imagecorruptions' wheels it can
         # bind to their libpng and fail to read, so snow runs once before they are imported
-        perturb_video(torch.zeros((2, 16, 16, 3), dtype=torch.uint8), "snow", 1, 0)
+        perturb_video(torch.zeros((2, 16, 16, 3), dtype=torch.uint8), "snow", 1, 0, blur_impl="wand")
     except (ValueError, ImportError):
         pass
     clip, source = make_clip()
     cuda = torch.cuda.is_available()
     corrupt, why = load_imagecorruptions()
     registered = video_shift_names()
-    names = args.shifts or registered + [n for n in PAIRS if n not in registered] + FLOW_VARIANTS
+    names = args.shifts or registered + [n for n in PAIRS if n not in registered] + VARIANTS
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
           f"clip {tuple(clip.shape)} from {source}; severity {args.severity}; {args.threads} thread(s); torch/cuda "
           f"batches of {args.batch}; torch {torch.__version__}, numpy {np.__version__}, "
@@ -214,8 +215,9 @@ def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args
     return [_cell(x) for x in (ic, ref, tch, cu)] + [_ratio(x, ic) for x in (ref, tch, cu)]
 
 
-FLOW_VARIANTS = ["motion_blur:flow=dis", "motion_blur:flow_scale=0.5", "video_defocus:flow=dis",
-                 "video_defocus:flow_scale=0.5"]
+# option rows: the flow blurs' faster flows, and snow through the ImageMagick library instead of its NumPy re-do
+VARIANTS = ["motion_blur:flow=dis", "motion_blur:flow_scale=0.5", "video_defocus:flow=dis",
+            "video_defocus:flow_scale=0.5", "snow:blur_impl=wand"]
 
 
 def _value(text: str):

@@ -80,14 +80,19 @@ def test_snow_runs_imagemagick_and_records_it():
         perturb_video(clip, "snow", 3, 0, blur_impl="taps")
 
 
-def test_snow_without_imagemagick_names_the_fix(monkeypatch):
+def test_snow_without_the_library_runs_imagemagicks_arithmetic_and_wand_names_the_fix(monkeypatch):
     import tta.shifts.video.weather as weather
 
+    clip = textured_clip(t=2)
+    expect = perturb_video(clip, "snow", 3, 0)
     monkeypatch.setattr(weather, "wand_available", lambda: False)
+    assert torch.equal(perturb_video(clip, "snow", 3, 0), expect)  # the default needs no library
+    rec = implementation_record({"name": "snow", "severity": 3, "options": {}})
+    assert rec["faithful"] is True and rec["options"]["blur_impl"] == "imagemagick"
     with pytest.raises(ImportError) as err:
-        perturb_video(textured_clip(t=2), "snow", 3, 0)
-    assert "shift=snow_approx" in str(err.value) and "\n" not in str(err.value)
-    assert perturb_video(textured_clip(t=2), "snow_approx", 3, 0).shape == (2, 48, 64, 3)
+        perturb_video(clip, "snow", 3, 0, blur_impl="wand")
+    assert "blur_impl=imagemagick" in str(err.value) and "\n" not in str(err.value)
+    assert perturb_video(clip, "snow_approx", 3, 0).shape == (2, 48, 64, 3)
 
 
 def test_mixed_stream_lists_its_components():

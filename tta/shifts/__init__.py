@@ -97,8 +97,8 @@ def perturb_video(frames: torch.Tensor, name: str, severity: int, seed, backend:
         severity: 1..5.
         seed: the item seed (see :func:`item_seed`); for a batch, one seed per clip.
         backend: ``reference`` (the shift's reference implementation, clip by clip), ``torch`` (its vectorised
-            torch twin; an error if it has none) or ``auto`` (the twin on CUDA, or on the CPU when it is exact,
-            else the reference).
+            torch twin; an error if it has none) or ``auto`` (the twin on CUDA, or on the CPU when it is exact
+            and not slower there, else the reference).
 
     Returns:
         uint8 (T', H, W, 3), or (N, T', H, W, 3) for a batch; T' = T except for shifts that change time.
@@ -125,8 +125,8 @@ def perturb_video(frames: torch.Tensor, name: str, severity: int, seed, backend:
         raise ValueError(f"shift.options.apply_at must be native or canonical, got {apply_at!r}")
     if backend == "torch" and info.batched is None:
         raise ValueError(f"shift {name!r} has no vectorised torch implementation; use backend=reference")
-    twin = info.batched is not None and (backend == "torch" or (backend == "auto" and (frames.is_cuda
-                                                                                       or info.batched_exact)))
+    twin = info.batched is not None and (backend == "torch" or (backend == "auto" and (
+        frames.is_cuda or (info.batched_exact and info.batched_cpu))))
     clips = frames if batch else frames[None]
     if apply_at == "canonical":
         canon = [_canonical(c, options, size) for c in clips]

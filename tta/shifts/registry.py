@@ -12,7 +12,8 @@ A video shift may also have a vectorised torch twin (:func:`register_batched`):
 ``twin(frames: uint8 (N, T, H, W, 3), severity, generators: list[torch.Generator], **options)`` on the frames' device,
 drawing each video's randomness from its own generator exactly as the reference does. ``exact`` says whether the twin
 is bit-identical to the reference on the CPU; :func:`tta.shifts.perturb_video` uses a twin on CUDA, and on the CPU
-only when it is exact (docs/shifts/mlvp.md, "Speed").
+only when it is exact and registered with ``cpu=True`` (``cpu=False``: the reference is the faster CPU path, e.g.
+libjpeg against the tensor JPEG; docs/shifts/mlvp.md, "Speed").
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ShiftInfo:
     group: str = "A"  # MLVP processing group: "A" sampled frames, "B" the whole decoded video
     batched: Callable | None = None  # the vectorised torch twin (register_batched), if any
     batched_exact: bool = False  # the twin is bit-identical to fn on the CPU
+    batched_cpu: bool = True  # backend=auto may pick the (exact) twin on the CPU: it is not slower there
 
 
 _VIDEO: dict[str, ShiftInfo] = {}
@@ -51,12 +53,12 @@ def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "lo
     return wrap
 
 
-def register_batched(name: str, exact: bool):
+def register_batched(name: str, exact: bool, cpu: bool = True):
     """Attach a vectorised torch twin to the already registered video shift ``name`` (see the module docstring)."""
     def wrap(fn):
         if name not in _VIDEO:
             raise KeyError(f"register {name!r} with register_video_shift before its batched twin")
-        _VIDEO[name] = dataclasses.replace(_VIDEO[name], batched=fn, batched_exact=exact)
+        _VIDEO[name] = dataclasses.replace(_VIDEO[name], batched=fn, batched_exact=exact, batched_cpu=cpu)
         return fn
 
     return wrap
@@ -190,7 +192,7 @@ def implementation_record(spec, captions=None) -> dict:
 
     Raises:
         The shift's own one-line error when a faithful implementation cannot run here (``style_transfer`` without
-        ``weights_dir``, ``snow`` without ImageMagick, a model-based text shift without ``model_path``), so a
+        ``weights_dir``, ``snow`` with ``blur_impl=wand`` without ImageMagick, a model-based text shift without ``model_path``), so a
         runner that calls this before the stream fails early.
     """
     name, severity, seed, options, resources = _spec_fields(spec)
@@ -227,16 +229,17 @@ def _video_details(name: str, resolved: dict, resources: dict, out: dict) -> Non
     resolved.setdefault("apply_at", "native")
     check_options(name, resolved)
     if name == "snow":
-        from tta.shifts.video.weather import IMAGEMAGICK_MISSING, wand_available
+        from tta.shifts.video.weather import _check_snow_blur
 
-        if resolved.get("blur_impl", "imagemagick") != "imagemagick":
-            raise ValueError("shift 'snow' always blurs with ImageMagick; the tap-sum approximation is its own "
-                             "shift: shift=snow_approx")
-        if not wand_available():
-            raise ImportError(IMAGEMAGICK_MISSING)
-        from wand.version import MAGICK_VERSION
+        blur = resolved.get("blur_impl", "imagemagick")
+        _check_snow_blur("snow", blur)
+        if blur == "imagemagick":
+            resolved["imagemagick_version"] = ("ImageMagick 6 Q16 MotionBlurImage, NumPy (bit-identical to the "
+                                               "library)")
+        else:
+            from wand.version import MAGICK_VERSION
 
-        resolved["imagemagick_version"] = MAGICK_VERSION
+            resolved["imagemagick_version"] = MAGICK_VERSION
     elif name == "style_transfer":
         from tta.shifts.video.style import ADAIN_MISSING
 

@@ -12,7 +12,7 @@ from tta.shifts.registry import _VIDEO, get_shift
 TWINS = sorted(n for n, info in _VIDEO.items() if info.batched is not None)
 OPTIONS = {"gaussian": {"temporal_mode": "iid"}, "impulse": {"temporal_mode": "iid"},
            "schiappa_speckle_noise": {"temporal_mode": "static"}}
-DETERMINISTIC = {"schiappa_zoom_blur", "brightness", "contrast", "grayscale"}  # no randomness: seeds change nothing
+DETERMINISTIC = {"schiappa_zoom_blur", "brightness", "contrast", "grayscale", "schiappa_jpeg"}  # no randomness: seeds change nothing
 
 
 def batch(n: int = 3) -> torch.Tensor:
@@ -21,7 +21,7 @@ def batch(n: int = 3) -> torch.Tensor:
 
 def test_the_expected_shifts_have_twins():
     assert {"gaussian", "impulse", "fog", "elastic_distortion", "schiappa_speckle_noise", "schiappa_zoom_blur",
-            "frost_approx", "brightness", "contrast", "grayscale", "snow_approx"} <= set(TWINS)
+            "frost_approx", "brightness", "contrast", "grayscale", "snow_approx", "schiappa_jpeg"} <= set(TWINS)
 
 
 @pytest.mark.parametrize("name", TWINS)

@@ -1,4 +1,4 @@
-"""The fast CPU paths of the noise and fog shifts against their plain formulas (exact) or the exact law (statistics)."""
+"""The fast CPU paths of the noise, fog, snow and JPEG shifts against their plain formulas (exact) or the exact law (statistics)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tta.shifts import perturb_video
 from tta.shifts.video.common import to_uint8, to_unit
 from tta.shifts.video.noise import IMPULSE_AMOUNT
 from tta.shifts.video.schiappa_noise import SHOT_RATE, shot_table, speckle_factors
-from tta.shifts.video.weather import FOG, _fog_map
+from tta.shifts.video.weather import FOG, SNOW, _fog_map, _snow_all, _snow_blend, _snow_layers
 
 
 def clip(t: int = 6, h: int = 40, w: int = 56, seed: int = 0) -> torch.Tensor:
@@ -39,6 +39,31 @@ def test_fog_frame_by_frame_blend_equals_the_whole_clip_formula(severity):
     mu = u.amax(dim=(1, 2, 3), keepdim=True)
     mu = torch.where(mu > 0, mu, torch.ones_like(mu))
     assert torch.equal(perturb_video(x, "fog", severity, 5), to_uint8((u + c * fmap) * mu / (mu + c)))
+
+
+@pytest.mark.parametrize("mode", ["code", "iid"])
+@pytest.mark.parametrize("severity", [1, 5])
+def test_gaussian_frame_by_frame_equals_the_whole_clip_formula(mode, severity):
+    from tta.shifts.video.noise import GAUSSIAN_SIGMA
+
+    x = clip()
+    g = torch.Generator().manual_seed(8)
+    noise = torch.randn((x.shape[0] if mode == "iid" else 1, *x.shape[1:]), generator=g) * GAUSSIAN_SIGMA[severity - 1]
+    plain = (255.0 * (x.to(torch.float32) / 255.0 + noise).clamp(0.0, 1.0)).to(torch.uint8)
+    assert torch.equal(perturb_video(x, "gaussian", severity, 8, temporal_mode=mode), plain)
+
+
+@pytest.mark.parametrize("severity", [1, 2, 3, 4, 5])
+def test_snow_numpy_blend_equals_the_torch_formula(severity):
+    """The CPU blend (NumPy, in place) gives the torch formula's bits for every blend weight, on every grey level
+    and on saturated sums (layer values up to 2)."""
+    x = clip(t=4, h=64, w=64, seed=severity)
+    x[0] = torch.arange(256, dtype=torch.uint8).reshape(16, 16)[..., None].repeat(4, 4, 3)  # every grey level
+    layers = _snow_layers(4, 64, 64, severity, torch.Generator().manual_seed(9), "imagemagick")
+    layers[1] = torch.rand((64, 64, 1), generator=torch.Generator().manual_seed(2)) * 2
+    weights = torch.tensor([0.299, 0.587, 0.114])
+    expect = _snow_blend(x, layers, weights, SNOW[severity - 1][6])
+    assert torch.equal(_snow_all(x, layers, severity), expect)
 
 
 @pytest.mark.parametrize("c", [SHOT_RATE["schiappa"][0], SHOT_RATE["schiappa"][4], SHOT_RATE["imagenet_c"][4]])
@@ -109,3 +134,44 @@ def test_jpeg_through_opencv_equals_pillow(shape):
             Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
             expected.append(np.asarray(Image.open(buf).convert("RGB")))
         assert np.array_equal(perturb_video(x, "schiappa_jpeg", severity, 0).numpy(), np.stack(expected)), severity
+
+
+def _libjpeg(frames: np.ndarray, quality: int) -> np.ndarray:
+    import cv2
+
+    out = []
+    for f in frames:
+        ok, buf = cv2.imencode(".jpg", cv2.cvtColor(f, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+        out.append(cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (15, 17), (16, 16), (37, 51), (9, 70)])
+def test_tensor_jpeg_equals_libjpeg(shape):
+    """The batched integer JPEG (the CUDA path of schiappa_jpeg) gives libjpeg's decoded pixels exactly: every
+    quality of the table plus 1, 50 and 100, on noise, smooth and two-level content, at sizes that exercise the
+    edge padding of both planes and the non-fancy upsampling of chroma 2 samples wide or less."""
+    from tta.shifts.video.jpeg_batch import jpeg_roundtrip_batch
+    from tta.shifts.video.schiappa_digital import JPEG_QUALITY
+
+    rng = np.random.default_rng(sum(shape))
+    h, w = shape
+    frames = np.concatenate([
+        rng.integers(0, 256, (1, h, w, 3), dtype=np.uint8),
+        np.clip(np.cumsum(rng.integers(-9, 10, (1, h, w, 3)), axis=2) + 128, 0, 255).astype(np.uint8),
+        (rng.integers(0, 2, (1, h, w, 3)) * 255).astype(np.uint8)])
+    for quality in (*JPEG_QUALITY, 1, 50, 100):
+        got = jpeg_roundtrip_batch(torch.from_numpy(frames), quality).numpy()
+        assert np.array_equal(got, _libjpeg(frames, quality)), (quality, np.abs(got.astype(int) - _libjpeg(
+            frames, quality)).max())
+
+
+def test_jpeg_auto_keeps_libjpeg_on_the_cpu(monkeypatch):
+    """On the CPU the exact tensor JPEG is slower than libjpeg-turbo, so backend=auto runs the reference there."""
+    import tta.shifts.video.schiappa_digital as digital
+    from tta.shifts.registry import get_shift
+
+    info = get_shift("schiappa_jpeg")
+    assert info.batched_exact and not info.batched_cpu
+    monkeypatch.setattr(digital, "jpeg_roundtrip_batch", lambda *a: pytest.fail("the tensor path ran on the CPU"))
+    perturb_video(clip(t=2, h=16, w=16), "schiappa_jpeg", 3, 0)

@@ -12,7 +12,7 @@ from tta.shifts.video.codec import H264_BITRATE, h264_roundtrip
 from tta.shifts.video.common import numpy_rng
 from tta.shifts.video.geometric import elastic_warp
 from tta.shifts.video.noise import IMPULSE_AMOUNT
-from tta.shifts.video.weather import SNOW, motion_blur_taps, plasma_fractal, snow_curtain
+from tta.shifts.video.weather import SNOW, motion_blur_imagemagick, motion_blur_taps, plasma_fractal, snow_curtain
 
 
 def grey(t=2, h=64, w=80, v=128):
@@ -72,7 +72,7 @@ def test_taps_curtain_matches_imagemagick_where_wand_loads(severity):
         import wand.image  # noqa: F401
     except ImportError:
         pytest.skip("Wand / libmagickwand not installed: the ImageMagick curtain cannot be compared here")
-    from tta.shifts.video.weather import _motion_blur_imagemagick
+    from tta.shifts.video.weather import _motion_blur_wand
 
     loc, scale, _, thr, radius, sigma, _ = SNOW[severity - 1]
     rng = np.random.default_rng(severity)
@@ -80,13 +80,72 @@ def test_taps_curtain_matches_imagemagick_where_wand_loads(severity):
         canvas = rng.normal(loc, scale, (96, 80))
         canvas[canvas < thr] = 0
         layer = (255 * np.clip(canvas, 0, 1)).astype(np.uint8)
-        magick = _motion_blur_imagemagick(layer, radius, sigma, angle)
+        magick = _motion_blur_wand(layer, radius, sigma, angle)
         taps = np.floor(motion_blur_taps(layer, radius, sigma, angle) + 1e-9)
         diff = np.abs(magick - taps)
         assert diff.max() <= 1 and (diff == 0).mean() > 0.99, (angle, diff.max(), (diff == 0).mean())
-        a = snow_curtain(40, 56, 4, severity, np.random.default_rng(7), "imagemagick")
+        a = snow_curtain(40, 56, 4, severity, np.random.default_rng(7), "wand")
         b = snow_curtain(40, 56, 4, severity, np.random.default_rng(7), "taps")
         assert np.abs(a - b).max() <= 1 / 255 + 1e-12
+
+
+def test_numpy_motion_blur_is_bit_identical_to_imagemagick_where_wand_loads():
+    """``snow``'s default curtain blur is ImageMagick's MotionBlurImage in NumPy; it must give the library's pixels
+    exactly: snow curtains of every severity, random images (every grey level) and angles over the whole circle."""
+    try:
+        import wand.image  # noqa: F401
+    except ImportError:
+        pytest.skip("Wand / libmagickwand not installed: the ImageMagick curtain cannot be compared here")
+    from tta.shifts.video.weather import _motion_blur_wand
+
+    rng = np.random.default_rng(11)
+    for severity in range(1, 6):
+        loc, scale, zoom, thr, radius, sigma, _ = SNOW[severity - 1]
+        for h, w in ((61, 75), (33, 40)):
+            canvas = rng.normal(loc, scale, (h, w))
+            canvas[canvas < thr] = 0
+            curtain = (255 * np.clip(canvas, 0, 1)).astype(np.uint8)
+            noise = rng.integers(0, 256, (h, w), dtype=np.uint8)
+            for img in (curtain, noise):
+                for angle in (*rng.uniform(-135.0, -45.0, 3), rng.uniform(-180.0, 180.0), 0.0, -90.0, 45.0):
+                    a = motion_blur_imagemagick(img, radius, sigma, angle)
+                    b = _motion_blur_wand(img, radius, sigma, angle)
+                    assert np.array_equal(a, b), (severity, angle, np.abs(a - b).max(), (a != b).mean())
+    for radius, sigma in ((3, 1.5), (7.5, 2.0)):  # other kernels than the snow table
+        img = rng.integers(0, 256, (40, 52), dtype=np.uint8)
+        assert np.array_equal(motion_blur_imagemagick(img, radius, sigma, -70.0), _motion_blur_wand(img, radius, sigma,
+                                                                                                     -70.0))
+    a = snow_curtain(40, 56, 4, 3, np.random.default_rng(7), "imagemagick")
+    assert np.array_equal(a, snow_curtain(40, 56, 4, 3, np.random.default_rng(7), "wand"))
+
+
+def test_numpy_motion_blur_is_a_one_sided_gaussian_line():
+    """Without Wand: an impulse spreads along the angle with ImageMagick's one-sided Gaussian weights (a wrong
+    direction, sign or weight table fails), and the blur stays within one grey level of the taps approximation."""
+    radius, sigma = 6, 3.0
+    img = np.zeros((41, 41), np.uint8)
+    img[20, 20] = 255
+    width = 2 * radius + 1
+    weights = np.exp(-np.arange(width) ** 2 / (2 * sigma ** 2))
+    weights /= weights.sum()
+    out = motion_blur_imagemagick(img, radius, sigma, 0.0)  # tap i reads x + i: the impulse lands at x = 20 - i
+    expect = np.zeros_like(out)
+    expect[20, 20 - np.arange(width)] = np.floor(np.floor(255 * 257 * weights + 0.5) / 257)
+    assert np.array_equal(out, expect)
+    out = motion_blur_imagemagick(img, radius, sigma, -90.0)  # tap i reads y - i: the impulse lands at y = 20 + i
+    column = np.zeros_like(out)
+    column[20 + np.arange(width), 20] = expect[20, 20 - np.arange(width)]
+    assert np.array_equal(out, column)
+    rng = np.random.default_rng(3)
+    for severity in (1, 3, 5):
+        loc, scale, _, thr, radius, sigma, _ = SNOW[severity - 1]
+        canvas = rng.normal(loc, scale, (64, 72))
+        canvas[canvas < thr] = 0
+        layer = (255 * np.clip(canvas, 0, 1)).astype(np.uint8)
+        angle = rng.uniform(-135.0, -45.0)
+        diff = np.abs(motion_blur_imagemagick(layer, radius, sigma, angle)
+                      - np.floor(motion_blur_taps(layer, radius, sigma, angle) + 1e-9))
+        assert diff.max() <= 1 and (diff == 0).mean() > 0.99
 
 
 def test_elastic_is_identity_at_zero_strength_and_not_monotone():

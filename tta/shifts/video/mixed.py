@@ -24,7 +24,7 @@ from tta.utils.seeding import derive_seed
 
 MIXED_NAMES = ("mixed_severity", "mixed_types")
 # the 12 MLVP types (docs/shifts/mlvp.md: Overview) as they run by default: style transfer is its weight-free approximation
-# (style_transfer_approx; AdaIN needs weights); snow is ImageMagick's (types=[..., snow_approx, ...] without it)
+# (style_transfer_approx; AdaIN needs weights); snow is ImageMagick's MotionBlur (in NumPy, no library needed)
 MLVP_TYPES = ("gaussian", "impulse", "fog", "snow", "elastic_distortion", "h264_compression", "motion_blur",
               "video_defocus", "main_object_occlusion", "style_transfer_approx", "event_insertion",
               "temporal_scrambling")

@@ -10,6 +10,7 @@ Both have vectorised twins over a batch of videos (exact: each video's field com
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from tta.shifts.registry import register_batched, register_video_shift
@@ -31,8 +32,27 @@ def gaussian(frames: torch.Tensor, severity: int, generator: torch.Generator, te
     sigma = GAUSSIAN_SIGMA[severity - 1]
     t, h, w, c = frames.shape
     noise = torch.randn((_field_frames(temporal_mode, t), h, w, c), generator=generator, dtype=torch.float32).to(frames.device) * sigma
-    x = frames.to(torch.float32) / 255.0 + noise
-    return (255.0 * x.clamp(0.0, 1.0)).to(torch.uint8)  # float -> uint8 truncates, as the reference code does
+    return _add_noise(frames, noise)
+
+
+def _add_noise(frames: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """trunc(255·clip(x/255 + noise, 0, 1)) of uint8 (T, H, W, 3) frames and a float32 (1 or T, H, W, 3) field.
+
+    On the CPU one frame at a time in NumPy, in place: the same float32 operations (so the same bits) with a
+    frame's floats in cache, about twice as fast as whole-clip torch temporaries.
+    """
+    if frames.is_cuda:
+        x = frames.to(torch.float32) / 255.0 + noise
+        return (255.0 * x.clamp(0.0, 1.0)).to(torch.uint8)  # float -> uint8 truncates, as the reference code does
+    arr, field = frames.numpy(), noise.numpy()
+    out = np.empty_like(arr)
+    for i in range(arr.shape[0]):
+        x = np.divide(arr[i], np.float32(255.0), dtype=np.float32)
+        x += field[i % field.shape[0]]
+        np.clip(x, 0.0, 1.0, out=x)
+        x *= np.float32(255.0)
+        np.copyto(out[i], x, casting="unsafe")  # truncation, as .to(torch.uint8)
+    return torch.from_numpy(out)
 
 
 @register_video_shift("impulse", level="low")
@@ -68,8 +88,9 @@ def gaussian_batch(frames: torch.Tensor, severity: int, generators, temporal_mod
     shape = (_field_frames(temporal_mode, t), h, w, c)
     noise = _fields(generators, shape, lambda s, generator: torch.randn(s, generator=generator, dtype=torch.float32),
                     frames.device) * sigma
-    x = frames.to(torch.float32) / 255.0 + noise
-    return (255.0 * x.clamp(0.0, 1.0)).to(torch.uint8)
+    if frames.is_cuda:
+        return _add_noise(frames, noise)
+    return torch.stack([_add_noise(clip, field) for clip, field in zip(frames, noise, strict=True)])
 
 
 @register_batched("impulse", exact=True)

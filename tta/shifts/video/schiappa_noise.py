@@ -108,7 +108,7 @@ def shot_noise(frames: torch.Tensor, severity: int, generator: torch.Generator, 
     for src, dst in zip(arr, out, strict=True):  # one frame at a time: the index array stays in cache
         idx = src.astype(np.uint32) << UNIFORM_BITS
         idx |= _uniform_bits(rng, src.shape)
-        np.take(table, idx, out=dst)
+        np.take(table, idx, out=dst, mode="clip")  # indices are in range by construction; "clip" skips the check
     return torch.from_numpy(out).to(frames.device)
 
 
@@ -128,7 +128,7 @@ def _speckle(frames: torch.Tensor, sigma: float, temporal_mode: str, generator: 
     out = np.empty_like(arr)
     for i in range(t):  # one frame at a time, in place: the floats stay in cache
         x = np.divide(arr[i], np.float32(255.0), dtype=np.float32)
-        y = np.take(fac, bits[i % bits.shape[0]])
+        y = np.take(fac, bits[i % bits.shape[0]], mode="clip")  # uint16 draws always index the 2^16 table
         y *= x
         y += x
         np.clip(y, 0.0, 1.0, out=y)
