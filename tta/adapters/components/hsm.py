@@ -213,12 +213,38 @@ class IncrementalBank(HSMBank):
         self._back: list[torch.Tensor] = []
         self._back_agg: torch.Tensor | None = None
         self._front: list[torch.Tensor] = []
+        # (rows, their version, their column statistic) of the last no-grad refine: append reuses the statistic
+        self._last: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        self._work: dict[str, torch.Tensor] = {}  # (B, G) scratch buffers of the no-grad refine
 
     def _dtype(self, device: torch.device) -> torch.dtype:
         return torch.float32 if device.type == "mps" else torch.float64
 
+    def _buffer(self, name: str, like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """A scratch tensor shaped like ``like``, kept between calls (fresh (B, G) allocations page-fault)."""
+        buf = self._work.get(name)
+        if buf is None or buf.shape != like.shape or buf.dtype != dtype or buf.device != like.device:
+            buf = self._work[name] = torch.empty(like.shape, dtype=dtype, device=like.device)
+        return buf
+
+    def _column_stat(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """log Σ_b exp(α z_bj) of ``rows`` (B, G) -> (G,), computed as ``torch.logsumexp`` does (same values),
+        plus its column maxima (1, G) and exp(α z − max) (B, G), a scratch buffer the caller may overwrite."""
+        z = self._buffer("z", rows, self._dtype(rows.device))
+        z.copy_(rows).mul_(self.alpha)
+        top = z.amax(dim=0, keepdim=True)
+        top.masked_fill_(top.abs() == float("inf"), 0.0)
+        shifted = torch.sub(z, top, out=z).exp_()
+        stat = shifted.sum(dim=0).log_().add_(top[0])
+        return stat, top, shifted
+
     def _push(self, rows: torch.Tensor) -> None:
-        stat = torch.logsumexp(self.alpha * rows.to(self._dtype(rows.device)), dim=0)
+        last, self._last = self._last, None
+        if last is not None and _same_rows(last[0], rows) and last[1] == rows._version:
+            stat = last[2]
+        else:
+            with torch.no_grad():
+                stat = self._column_stat(rows)[0]
         self._back.append(stat)
         self._back_agg = stat if self._back_agg is None else torch.logaddexp(self._back_agg, stat)
 
@@ -239,6 +265,8 @@ class IncrementalBank(HSMBank):
         return front if self._back_agg is None else torch.logaddexp(front, self._back_agg)
 
     def _refine(self, current: torch.Tensor) -> torch.Tensor:
+        if not (torch.is_grad_enabled() and current.requires_grad):
+            return self._refine_no_grad(current)
         z = self.alpha * current.to(self._dtype(current.device))
         lse = torch.logsumexp(z, dim=0)
         hist = self.column_lse()
@@ -248,8 +276,34 @@ class IncrementalBank(HSMBank):
         w_row = torch.softmax(self.beta * current, dim=1)
         return self.m * current * w_col + (1.0 - self.m) * current * w_row
 
+    @torch.no_grad()
+    def _refine_no_grad(self, current: torch.Tensor) -> torch.Tensor:
+        """The refine above without autograd, in reused buffers and with fewer (B, G) passes: the column weight
+        is exp(α z − max_j) · exp(max_j − lse_j), one exponential of the rows, and the product order of the
+        float32 terms is the graph's. Equal to it up to the float64 rounding of that factorisation."""
+        stat, top, w_col = self._column_stat(current)
+        self._last = (current, current._version, stat)
+        hist = self.column_lse()
+        lse = stat if hist is None else torch.logaddexp(hist.to(stat.device), stat)
+        top = top.sub_(lse).exp_()  # (1, G): exp(max_j − lse_j) <= 1
+        col = self._buffer("col", current, current.dtype)
+        torch.mul(w_col, top, out=col)  # in the statistics' dtype, rounded once to the scores'
+        row = self._buffer("row", current, current.dtype)
+        torch.mul(current, self.beta, out=row)
+        w_row = self._buffer("w_row", current, current.dtype)
+        torch.ops.aten._softmax.out(row, 1, False, out=w_row)
+        torch.mul(current, self.m, out=row).mul_(col)  # m·z·w_col
+        torch.mul(current, 1.0 - self.m, out=col).mul_(w_row)  # (1 − m)·z·w_row
+        return torch.add(row, col)  # a fresh tensor: the caller keeps it
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self._back, *self._front))
+
+
+def _same_rows(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` view the same memory the same way (``b`` may be ``a.detach()``)."""
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.dtype == b.dtype and a.device == b.device)
 
 
 def make_bank(implementation: str = "incremental", **kwargs) -> HSMBank:
