@@ -84,12 +84,14 @@ def stable_topk_indices(rows: torch.Tensor, k: int) -> torch.Tensor:
     Returns:
         (R, k) long tensor of gallery indices.
     """
-    top = torch.topk(rows, k, dim=1, largest=True, sorted=True)
-    kth = top.values[:, k - 1 : k]
-    idx = top.indices
-    # topk takes an arbitrary subset of the items tied at the k-th score; where it left some out, the lowest
-    # indices belong to the stable top-k
-    short = (rows == kth).sum(dim=1) > (top.values == kth).sum(dim=1)
+    # one more than k: where the (k+1)-th score equals the k-th, topk took an arbitrary subset of the items tied
+    # at the k-th score and the lowest indices belong to the stable top-k; elsewhere its top k is the stable set
+    top = torch.topk(rows, min(k + 1, rows.shape[1]), dim=1, largest=True, sorted=True)
+    idx = top.indices[:, :k]
+    if k < rows.shape[1]:
+        short = top.values[:, k] == top.values[:, k - 1]
+    else:
+        short = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
     if bool(short.any()):
         idx = idx.clone()
         idx[short] = stable_topk_mask(rows[short], k).nonzero()[:, 1].view(-1, k)

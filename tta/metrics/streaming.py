@@ -23,7 +23,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
 from tta.metrics.hubness import occurrence_from_neighbours, stable_topk_indices
-from tta.metrics.retrieval import ranks_with_failures
+from tta.metrics.retrieval import finite_rows, ranks_with_failures
 
 STATES = ("index", "segment", "rank", "finite", "neighbours")
 
@@ -57,11 +57,14 @@ class StreamScores(Metric):
             raise ValueError(f"score rows have {sims.shape[1]} gallery columns, the stream has {self.num_gallery}")
         sims = sims.detach()
         index = index.to(device=self.gt.device, dtype=torch.long)
-        finite = torch.isfinite(sims).all(dim=1)
+        finite = finite_rows(sims)
         ranks = ranks_with_failures(sims, self.gt[index], finite, self.gallery_class)
-        neighbours = torch.full((sims.shape[0], self.k), -1, dtype=torch.long, device=sims.device)
-        if bool(finite.any()):
-            neighbours[finite] = stable_topk_indices(sims[finite], self.k)
+        if bool(finite.all()):  # no copy of the rows
+            neighbours = stable_topk_indices(sims, self.k)
+        else:
+            neighbours = torch.full((sims.shape[0], self.k), -1, dtype=torch.long, device=sims.device)
+            if bool(finite.any()):
+                neighbours[finite] = stable_topk_indices(sims[finite], self.k)
         device = self.gt.device
         self.index.append(index)
         self.segment.append(torch.full_like(index, int(segment)))

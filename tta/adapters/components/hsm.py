@@ -365,7 +365,7 @@ class HubnessSuppressionMemory:
     @torch.no_grad()
     def rerank(self, sims: torch.Tensor) -> torch.Tensor:
         """Posterior reranking (Use 2) of the scored rows, then append the raw rows to the bank."""
-        self.neg_entries += int((sims < 0).sum())
+        self.neg_entries += int(torch.count_nonzero(sims < 0))  # a bool sum would widen to int64 first
         self.scored_entries += sims.numel()
         if not self.active:
             return sims
