@@ -5,7 +5,7 @@
     python benchmarks/scale.py --sizes 1000000 --methods hsm_incremental --queries 1000,10000   # the Q x G check
 
 No encoder runs: query and gallery embeddings (D = 512, L2-normalised) come from a seeded generative model, and each
-batch of 16 queries is scored as q @ gallery^T, then goes through the adapter's own ``test_step`` (the method's
+batch of 16 queries is scored as q @ gallery^T (computed as (gallery @ q^T)^T), then goes through the adapter's own ``test_step`` (the method's
 refinement, then :class:`tta.metrics.streaming.StreamScores`: ranks and top-15 neighbours, no score matrix kept).
 Adapters are built by the runner's :func:`tta.adapters.build_adapter` from ``tta/conf/adapter/<name>.yaml``.
 
@@ -149,7 +149,9 @@ def make_adapter(method: str, gallery: torch.Tensor, gt: torch.Tensor):
     cfg = compose("run", [f"adapter={name}", "task=v2t", *overrides])
     adapter = build_adapter(cfg, torch.nn.Identity(), gallery, gt)
     adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=False)
-    adapter.forward_queries = lambda batch: QueryForward(batch["feats"], batch["feats"] @ adapter.gallery.T)
+    # (gallery @ q^T)^T: the same dot products as q @ gallery^T (equal here), BLAS is faster with the thin operand right
+    adapter.forward_queries = lambda batch: QueryForward(batch["feats"],
+                                                         (adapter.gallery @ batch["feats"].T).T.contiguous())
     adapter.setup("test")
     adapter.prepare()
     return adapter

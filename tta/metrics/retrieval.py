@@ -230,12 +230,15 @@ def ranks_with_failures(sims: torch.Tensor, gt: torch.Tensor, finite: torch.Tens
     return ranks
 
 
-def _ranks_by_row(sims: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
+def _ranks_by_row(sims: torch.Tensor, gt: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
     """The stable ranks of :func:`_ranks_and_ties` with one comparison pass per row (rows without NaN):
     #{j < gt : s_j >= s_gt} + #{j > gt : s_j > s_gt} + 1 counts the same items. For a few rows (a streamed
-    batch), where a (rows, G) boolean temporary and its integer sum would cost more than the loop."""
+    batch), where a (rows, G) boolean temporary and its integer sum would cost more than the loop. ``rows``:
+    only these rows (their ranks in that order), without copying them out of ``sims``."""
     counts = []
-    for row, g in zip(sims, gt.tolist()):
+    picked = range(sims.shape[0]) if rows is None else rows
+    for i, g in zip(picked, gt[list(picked)].tolist()):
+        row = sims[i]
         target = row[g]
         counts.append(torch.count_nonzero(row[:g] >= target) + torch.count_nonzero(row[g + 1:] > target))
     return torch.stack(counts).to(torch.long) + 1

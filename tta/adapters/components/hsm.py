@@ -287,7 +287,7 @@ class IncrementalBank(HSMBank):
         lse = stat if hist is None else torch.logaddexp(hist.to(stat.device), stat)
         top = top.sub_(lse).exp_()  # (1, G): exp(max_j − lse_j) <= 1
         col = self._buffer("col", current, current.dtype)
-        torch.mul(w_col, top, out=col)  # in the statistics' dtype, rounded once to the scores'
+        col.copy_(w_col.mul_(top))  # in the statistics' dtype, rounded once to the scores'
         row = self._buffer("row", current, current.dtype)
         torch.mul(current, self.beta, out=row)
         w_row = self._buffer("w_row", current, current.dtype)
