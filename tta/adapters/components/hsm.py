@@ -34,6 +34,7 @@ from tta.metrics.hubness import k_occurrence
 log = logging.getLogger(__name__)
 
 IMPLEMENTATIONS = ("incremental", "direct")
+_COLUMN_BLOCK = 8192  # columns per block of the incremental bank's float64 scratch (1 MB at 16 rows)
 BANK_DEVICES = ("scores", "cpu")
 
 
@@ -220,23 +221,48 @@ class IncrementalBank(HSMBank):
     def _dtype(self, device: torch.device) -> torch.dtype:
         return torch.float32 if device.type == "mps" else torch.float64
 
-    def _buffer(self, name: str, like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """A scratch tensor shaped like ``like``, kept between calls (fresh (B, G) allocations page-fault)."""
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A scratch tensor kept between calls (a fresh (B, G) allocation page-faults on every call)."""
         buf = self._work.get(name)
-        if buf is None or buf.shape != like.shape or buf.dtype != dtype or buf.device != like.device:
-            buf = self._work[name] = torch.empty(like.shape, dtype=dtype, device=like.device)
+        if buf is None or buf.shape != shape or buf.dtype != dtype or buf.device != device:
+            buf = self._work[name] = torch.empty(shape, dtype=dtype, device=device)
         return buf
 
-    def _column_stat(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """log Σ_b exp(α z_bj) of ``rows`` (B, G) -> (G,), computed as ``torch.logsumexp`` does (same values),
-        plus its column maxima (1, G) and exp(α z − max) (B, G), a scratch buffer the caller may overwrite."""
-        z = self._buffer("z", rows, self._dtype(rows.device))
-        z.copy_(rows).mul_(self.alpha)
-        top = z.amax(dim=0, keepdim=True)
-        top.masked_fill_(top.abs() == float("inf"), 0.0)
-        shifted = torch.sub(z, top, out=z).exp_()
-        stat = shifted.sum(dim=0).log_().add_(top[0])
-        return stat, top, shifted
+    def _columns(self, rows: torch.Tensor, refined: torch.Tensor | None = None,
+                 w_row: torch.Tensor | None = None) -> torch.Tensor:
+        """(G,) log Σ_b exp(α z_bj) of ``rows`` (B, G), computed as ``torch.logsumexp`` does (same values).
+
+        With ``refined`` and ``w_row`` (B, G), also write the refined rows m·z·w_col + (1 − m)·z·w_row into
+        ``refined``, the column weight w_col = exp(α z − lse_j) (lse_j over the bank and ``rows``) taken as
+        exp(α z − max_j) · exp(max_j − lse_j): one exponential of the rows. The work runs in column blocks of
+        ``_COLUMN_BLOCK`` so that each block's scratch stays in cache; every column is reduced on its own, so the
+        blocking changes no value."""
+        width = rows.shape[1]
+        block = min(width, _COLUMN_BLOCK)
+        scratch = self._buffer("z", (rows.shape[0], block), self._dtype(rows.device), rows.device)
+        stat = torch.empty(width, dtype=scratch.dtype, device=rows.device)
+        if refined is not None:
+            hist = self.column_lse()
+            col = self._buffer("col", (rows.shape[0], block), rows.dtype, rows.device)
+            term = self._buffer("term", (rows.shape[0], block), rows.dtype, rows.device)
+        for first in range(0, width, block):
+            last = min(first + block, width)
+            z = scratch[:, :last - first]
+            z.copy_(rows[:, first:last]).mul_(self.alpha)
+            top = z.amax(dim=0, keepdim=True)
+            top.masked_fill_(top.abs() == float("inf"), 0.0)
+            z.sub_(top).exp_()
+            part = torch.sum(z, dim=0, out=stat[first:last]).log_().add_(top[0])
+            if refined is None:
+                continue
+            lse = part if hist is None else torch.logaddexp(hist[first:last].to(part.device), part)
+            top.sub_(lse).exp_()  # exp(max_j − lse_j) <= 1
+            w_col = col[:, :last - first].copy_(z.mul_(top))  # in the statistics' dtype, rounded once
+            current, out = rows[:, first:last], refined[:, first:last]
+            torch.mul(current, self.m, out=out).mul_(w_col)  # the graph's product order: (m·z)·w_col
+            torch.mul(current, 1.0 - self.m, out=term[:, :last - first]).mul_(w_row[:, first:last])
+            out.add_(term[:, :last - first])
+        return stat
 
     def _push(self, rows: torch.Tensor) -> None:
         last, self._last = self._last, None
@@ -244,7 +270,7 @@ class IncrementalBank(HSMBank):
             stat = last[2]
         else:
             with torch.no_grad():
-                stat = self._column_stat(rows)[0]
+                stat = self._columns(rows)
         self._back.append(stat)
         self._back_agg = stat if self._back_agg is None else torch.logaddexp(self._back_agg, stat)
 
@@ -278,23 +304,16 @@ class IncrementalBank(HSMBank):
 
     @torch.no_grad()
     def _refine_no_grad(self, current: torch.Tensor) -> torch.Tensor:
-        """The refine above without autograd, in reused buffers and with fewer (B, G) passes: the column weight
-        is exp(α z − max_j) · exp(max_j − lse_j), one exponential of the rows, and the product order of the
-        float32 terms is the graph's. Equal to it up to the float64 rounding of that factorisation."""
-        stat, top, w_col = self._column_stat(current)
+        """The refine above without autograd and with fewer passes over (B, G) (:meth:`_columns`); the float32
+        terms are multiplied in the graph's order. Equal to it up to the float64 rounding of the column weight's
+        factorisation."""
+        shape, dtype, device = tuple(current.shape), current.dtype, current.device
+        scaled, w_row = self._buffer("scaled", shape, dtype, device), self._buffer("w_row", shape, dtype, device)
+        torch.ops.aten._softmax.out(torch.mul(current, self.beta, out=scaled), 1, False, out=w_row)
+        refined = torch.empty_like(current)  # a fresh tensor: the caller keeps it
+        stat = self._columns(current, refined, w_row)
         self._last = (current, current._version, stat)
-        hist = self.column_lse()
-        lse = stat if hist is None else torch.logaddexp(hist.to(stat.device), stat)
-        top = top.sub_(lse).exp_()  # (1, G): exp(max_j − lse_j) <= 1
-        col = self._buffer("col", current, current.dtype)
-        col.copy_(w_col.mul_(top))  # in the statistics' dtype, rounded once to the scores'
-        row = self._buffer("row", current, current.dtype)
-        torch.mul(current, self.beta, out=row)
-        w_row = self._buffer("w_row", current, current.dtype)
-        torch.ops.aten._softmax.out(row, 1, False, out=w_row)
-        torch.mul(current, self.m, out=row).mul_(col)  # m·z·w_col
-        torch.mul(current, 1.0 - self.m, out=col).mul_(w_row)  # (1 − m)·z·w_row
-        return torch.add(row, col)  # a fresh tensor: the caller keeps it
+        return refined
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self._back, *self._front))
