@@ -141,6 +141,17 @@ def state_estimate_gb(method: str, num_gallery: int) -> float:
     return 0.0
 
 
+def score_rows(queries: torch.Tensor, gallery: torch.Tensor, block: int = 8192) -> torch.Tensor:
+    """queries @ gallery^T (B, G), computed as (gallery_block @ queries^T)^T per block of gallery rows: the same
+    dot products (equal values here), which BLAS computes faster with the thin operand on the right, and each
+    block's transpose happens in cache."""
+    out = torch.empty(queries.shape[0], gallery.shape[0], dtype=queries.dtype)
+    right = queries.T
+    for first in range(0, gallery.shape[0], block):
+        out[:, first:first + block] = (gallery[first:first + block] @ right).T
+    return out
+
+
 def make_adapter(method: str, gallery: torch.Tensor, gt: torch.Tensor):
     """The method's adapter from its config, bound to the feature gallery (the model is a stand-in: no encoder)."""
     # no Trainer drives test_step here: the adapter's per-batch self.log calls have nowhere to go
@@ -149,9 +160,7 @@ def make_adapter(method: str, gallery: torch.Tensor, gt: torch.Tensor):
     cfg = compose("run", [f"adapter={name}", "task=v2t", *overrides])
     adapter = build_adapter(cfg, torch.nn.Identity(), gallery, gt)
     adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=False)
-    # (gallery @ q^T)^T: the same dot products as q @ gallery^T (equal here), BLAS is faster with the thin operand right
-    adapter.forward_queries = lambda batch: QueryForward(batch["feats"],
-                                                         (adapter.gallery @ batch["feats"].T).T.contiguous())
+    adapter.forward_queries = lambda batch: QueryForward(batch["feats"], score_rows(batch["feats"], adapter.gallery))
     adapter.setup("test")
     adapter.prepare()
     return adapter

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from tta.data.layout import EvalLayout
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.metrics import k_occurrence, occurrence_from_neighbours, stable_topk_indices, stable_topk_mask
+from tta.metrics.hubness import top_values
 from tta.metrics.retrieval import _ranks_and_ties, _ranks_by_row, finite_rows
 from tta.metrics.streaming import StreamScores
 from tta.results import collapse_check, segment_metrics, segment_summary, top1_collapse
@@ -172,3 +173,18 @@ def test_a_row_of_the_wrong_width_is_refused():
     acc = StreamScores(torch.arange(4), 8)
     with pytest.raises(ValueError, match="8"):
         acc.update(torch.zeros(2, 7), torch.arange(2))
+
+
+@pytest.mark.parametrize("scores", ["random", "ties", "infinite"])
+def test_blocked_top_values_equal_topk(scores):
+    # rows long enough for the block prefilter (block 16, 300 blocks, and a partial block at the end)
+    gen = torch.Generator().manual_seed(8)
+    rows = torch.randn(6, 4805, generator=gen) if scores != "ties" else _tied(6, 4805, 9, levels=50)
+    if scores == "infinite":
+        rows[0, :4000] = -float("inf")
+        rows[1, 4803] = float("inf")
+    for n in (1, 5, 16, 33):
+        values, indices = top_values(rows, n, block=16)
+        want = torch.topk(rows, n, dim=1)
+        assert torch.equal(values, want.values) and torch.equal(rows.gather(1, indices), values)
+        assert all(len(set(r.tolist())) == n for r in indices)
