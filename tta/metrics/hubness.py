@@ -82,7 +82,8 @@ def top_values(rows: torch.Tensor, n: int, block: int = 1024) -> tuple[torch.Ten
     """
     count, width = rows.shape
     blocks = width // block
-    if blocks < 8 * n:  # the candidate blocks would be a large share of the row
+    # on the CPU, where topk copies every item of a row into its queue; few blocks would leave little out
+    if rows.device.type != "cpu" or blocks < 8 * n:
         top = torch.topk(rows, n, dim=1, largest=True, sorted=True)
         return top.values, top.indices
     block_max = rows[:, :blocks * block].unflatten(1, (blocks, block)).amax(dim=2)

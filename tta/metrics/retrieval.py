@@ -237,7 +237,7 @@ def _ranks_by_row(sims: torch.Tensor, gt: torch.Tensor, rows: list[int] | None =
     only these rows (their ranks in that order), without copying them out of ``sims``."""
     counts = []
     picked = range(sims.shape[0]) if rows is None else rows
-    for i, g in zip(picked, gt[list(picked)].tolist()):
+    for i, g in zip(picked, gt[list(picked)].tolist(), strict=True):
         row = sims[i]
         target = row[g]
         counts.append(torch.count_nonzero(row[:g] >= target) + torch.count_nonzero(row[g + 1:] > target))
