@@ -5,7 +5,7 @@
     python benchmarks/scale.py --sizes 1000000 --methods hsm_incremental --queries 1000,10000   # the Q x G check
 
 No encoder runs: query and gallery embeddings (D = 512, L2-normalised) come from a seeded generative model, and each
-batch of 16 queries is scored as q @ gallery^T, then goes through the adapter's own ``test_step`` (the method's
+batch of 16 queries is scored as q @ gallery^T (computed as (gallery @ q^T)^T), then goes through the adapter's own ``test_step`` (the method's
 refinement, then :class:`tta.metrics.streaming.StreamScores`: ranks and top-15 neighbours, no score matrix kept).
 Adapters are built by the runner's :func:`tta.adapters.build_adapter` from ``tta/conf/adapter/<name>.yaml``.
 
@@ -122,12 +122,19 @@ def sample_gallery(model: Expansion, n: int, seed: int, chunk: int = 65_536) -> 
     return out
 
 
-def paired_queries(model: Expansion, gallery: torch.Tensor, num_queries: int, seed: int) -> torch.Tensor:
-    """(Q, D) queries, query i paired with gallery item i mod G."""
+def paired_queries(model: Expansion, gallery: torch.Tensor, num_queries: int, seed: int,
+                   chunk: int = 1024) -> torch.Tensor:
+    """(Q, D) queries, query i paired with gallery item i mod G. In chunks of rows (a multiple of 16: the same
+    normal draws as one call), so that the temporaries, which the allocator may keep after freeing them, do not
+    grow with Q and inflate the peak memory of the stream measured after them."""
     gen = torch.Generator().manual_seed(seed)
-    items = gallery[torch.arange(num_queries) % gallery.shape[0]]
-    noise = model.gap_std * torch.randn(num_queries, gallery.shape[1], generator=gen)
-    return torch.nn.functional.normalize(items + model.gap_mean + noise, dim=1)
+    out = torch.empty(num_queries, gallery.shape[1])
+    for start in range(0, num_queries, chunk):
+        m = min(chunk, num_queries - start)
+        items = gallery[torch.arange(start, start + m) % gallery.shape[0]]
+        noise = model.gap_std * torch.randn(m, gallery.shape[1], generator=gen)
+        out[start:start + m] = torch.nn.functional.normalize(items + model.gap_mean + noise, dim=1)
+    return out
 
 
 def state_estimate_gb(method: str, num_gallery: int) -> float:
@@ -141,6 +148,17 @@ def state_estimate_gb(method: str, num_gallery: int) -> float:
     return 0.0
 
 
+def score_rows(queries: torch.Tensor, gallery: torch.Tensor, block: int = 8192) -> torch.Tensor:
+    """queries @ gallery^T (B, G), computed as (gallery_block @ queries^T)^T per block of gallery rows: the same
+    dot products (equal values here), which BLAS computes faster with the thin operand on the right, and each
+    block's transpose happens in cache."""
+    out = torch.empty(queries.shape[0], gallery.shape[0], dtype=queries.dtype)
+    right = queries.T
+    for first in range(0, gallery.shape[0], block):
+        out[:, first:first + block] = (gallery[first:first + block] @ right).T
+    return out
+
+
 def make_adapter(method: str, gallery: torch.Tensor, gt: torch.Tensor):
     """The method's adapter from its config, bound to the feature gallery (the model is a stand-in: no encoder)."""
     # no Trainer drives test_step here: the adapter's per-batch self.log calls have nowhere to go
@@ -149,7 +167,7 @@ def make_adapter(method: str, gallery: torch.Tensor, gt: torch.Tensor):
     cfg = compose("run", [f"adapter={name}", "task=v2t", *overrides])
     adapter = build_adapter(cfg, torch.nn.Identity(), gallery, gt)
     adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=False)
-    adapter.forward_queries = lambda batch: QueryForward(batch["feats"], batch["feats"] @ adapter.gallery.T)
+    adapter.forward_queries = lambda batch: QueryForward(batch["feats"], score_rows(batch["feats"], adapter.gallery))
     adapter.setup("test")
     adapter.prepare()
     return adapter

