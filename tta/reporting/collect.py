@@ -233,6 +233,7 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
                     "failed_rows": int(r.get("failed_rows") or 0), "gallery_shift": r.get("gallery_shift", "none"),
                     "by_category": r.get("by_category"), "source_weights": r.get("source_weights"),
+                    "commit": r.get("commit"),
                     **{f"{k} raw": (r.get("raw") or {}).get(k) for k in RAW},
                     **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
                     **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
@@ -286,6 +287,8 @@ def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) ->
             row["by_category"] = r["by_category"]
         if isinstance(r.get("source_weights"), str):
             row["source_weights"] = r["source_weights"]
+        if isinstance(r.get("commit"), str):  # the code the run was computed with (results.json provenance)
+            row["commit"] = r["commit"]
         if pd.notna(r.get("R@1 raw")):  # a refining method: R@1 and skewness before its refinement
             row["raw"] = {k: (None if pd.isna(r.get(f"{k} raw")) else float(r[f"{k} raw"])) for k in RAW}
         if isinstance(r.get("queries"), QueryRanks):

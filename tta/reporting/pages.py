@@ -81,19 +81,20 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _rows_commit(files: list[Path]) -> str | None:
-    """The commit of the rows' code, when the rows record one (a "commit" field)."""
+def _rows_field(files: list[Path], field: str, width: int = 10) -> str | None:
+    """The values of one field the rows record (e.g. "commit", "source_weights"), shortened, or None."""
     import json
 
-    found = {json.loads(line).get("commit") for f in files for line in f.read_text().splitlines() if line.strip()}
+    found = {json.loads(line).get(field) for f in files for line in f.read_text().splitlines() if line.strip()}
     found.discard(None)
-    return ", ".join(sorted(found)) if found else None
+    return ", ".join(sorted(str(v)[:width] for v in found)) if found else None
 
 
 def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str) -> str:
     files = list(dict.fromkeys(rows_dir / f for t in spec["tables"] for f in t["rows"]))
     main = _git("rev-parse", "--short", "main") or _git("rev-parse", "--short", "HEAD") or "unknown"
-    recorded = _rows_commit(files)
+    recorded = _rows_field(files, "commit")
+    weights = _rows_field(files, "source_weights", 8)
     code = (f"{recorded} (recorded in the rows)" if recorded else
             f"not recorded in the rows; the main branch when this page was rendered: {main}")
     added = {f.name: _git("log", "-1", "--follow", "--diff-filter=AM", "--format=%h", "--", str(f)) for f in files}
@@ -129,6 +130,8 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
              "| rows | " + ", ".join(f"[rows/{f.name}](rows/{f.name})" + (f" (committed in {added[f.name]})"
                                                                         if added[f.name] else "") for f in files) + " |",
              f"| code of the rows | {code} |",
+             *([f"| source weights | {weights} (the source models the rows start from; results.json "
+                f"source_weights) |"] if weights else []),
              f"| rendered on | {date} |",
              "| reproduce the rows | " + ("<br>".join(reproduce) or "no recipe recorded") + " |", ""]
     for note, command, body in tables:
