@@ -24,6 +24,12 @@ def _run(cache, tmp_path, name, *extra):
     return run(compose("run", tiny_overrides(cache, "save.sims=true", *extra)), tmp_path / name)
 
 
+def _tied_with_kth(scores: torch.Tensor, k: int) -> int:
+    """How many items beside each row's k-th score share its value (summed over rows)."""
+    kth = scores.topk(k, dim=1).values[:, -1:]
+    return int((scores == kth).sum()) - scores.shape[0]
+
+
 def test_consistency_reference_is_the_clean_source_run(tiny_cache, tmp_path):
     clean = _run(tiny_cache, tmp_path, "clean", "task=v2t")
     shifted = _run(tiny_cache, tmp_path, "shifted", "task=v2t", "shift=gaussian", "shift.severity=5")
@@ -33,7 +39,10 @@ def test_consistency_reference_is_the_clean_source_run(tiny_cache, tmp_path):
     expected = consistency(sims, reference)
     got = shifted["consistency"]
     assert got["top1_unchanged"] == pytest.approx(expected["top1_unchanged"])
-    assert got["top5_overlap"] == pytest.approx(expected["top5_overlap"], abs=1e-6)
+    # sims.pt is float16: where rounding ties a row's 5th score with others, its top-5 set is ambiguous there, and
+    # the run (float32) may keep another of the tied items; each such item can move the overlap by 1 / (Q * 5)
+    ambiguous = _tied_with_kth(sims, 5) + _tied_with_kth(reference, 5)
+    assert got["top5_overlap"] == pytest.approx(expected["top5_overlap"], abs=ambiguous / (sims.shape[0] * 5) + 1e-6)
     change = shifted["input_change"]["query"]
     assert change["measure"] == "pixel_mean_abs_difference" and change["num_items"] == shifted["num_queries"]
     assert change["changed_share"] == 1.0 and 0.02 < change["distance_mean"] < 0.5  # sigma 0.38 noise, clipped
