@@ -12,7 +12,7 @@ from tta.data.layout import EvalLayout
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.metrics import k_occurrence, occurrence_from_neighbours, stable_topk_indices, stable_topk_mask
 from tta.metrics.hubness import top_values
-from tta.metrics.retrieval import _ranks_and_ties, _ranks_by_row, finite_rows
+from tta.metrics.retrieval import _ranks_and_ties, finite_rows, ranks_by_row
 from tta.metrics.streaming import StreamScores
 from tta.results import collapse_check, segment_metrics, segment_summary, top1_collapse
 
@@ -86,7 +86,7 @@ def test_row_by_row_ranks_equal_the_chunked_count(scores):
     sims = torch.randn(q, g, generator=torch.Generator().manual_seed(5)) if scores == "random" else _tied(q, g, 6)
     gt = torch.randint(0, g, (q,), generator=torch.Generator().manual_seed(7))
     gt[:3] = torch.tensor([0, g - 1, g // 2])
-    assert torch.equal(_ranks_by_row(sims, gt), _ranks_and_ties(sims, gt)[0])
+    assert torch.equal(ranks_by_row(sims, gt), _ranks_and_ties(sims, gt)[0])
 
 
 def test_finite_rows_checks_entries_where_a_sum_is_not_finite():

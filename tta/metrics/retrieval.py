@@ -56,7 +56,7 @@ def _check_sims(sims: torch.Tensor) -> torch.Tensor:
     return sims
 
 
-def _check_gt(sims: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
+def check_gt(sims: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
     """Validate ground-truth indices against a (Q, G) score matrix.
 
     Args:
@@ -132,7 +132,7 @@ def gt_ranks(sims: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
         ValueError: On bad shapes, an empty query set, NaN scores or out-of-range ``gt``.
     """
     sims = _check_sims(sims)
-    gt = _check_gt(sims, gt)
+    gt = check_gt(sims, gt)
     return _ranks_and_ties(sims, gt)[0]
 
 
@@ -147,7 +147,7 @@ def count_gt_ties(sims: torch.Tensor, gt: torch.Tensor) -> int:
         Count of tied queries (their rank depends on the tie-breaking rule).
     """
     sims = _check_sims(sims)
-    gt = _check_gt(sims, gt)
+    gt = check_gt(sims, gt)
     return _ranks_and_ties(sims, gt)[1]
 
 
@@ -221,7 +221,7 @@ def ranks_with_failures(sims: torch.Tensor, gt: torch.Tensor, finite: torch.Tens
     else:
         return ranks
     if gallery_class is None and ok.shape[0] <= _ROWWISE_MAX:
-        got = _ranks_by_row(ok, _check_gt(ok, want))
+        got = ranks_by_row(ok, check_gt(ok, want))
     elif gallery_class is None:
         got = gt_ranks(ok, want)
     else:
@@ -230,7 +230,7 @@ def ranks_with_failures(sims: torch.Tensor, gt: torch.Tensor, finite: torch.Tens
     return ranks
 
 
-def _ranks_by_row(sims: torch.Tensor, gt: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
+def ranks_by_row(sims: torch.Tensor, gt: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
     """The stable ranks of :func:`_ranks_and_ties` with one comparison pass per row (rows without NaN):
     #{j < gt : s_j >= s_gt} + #{j > gt : s_j > s_gt} + 1 counts the same items. For a few rows (a streamed
     batch), where a (rows, G) boolean temporary and its integer sum would cost more than the loop. ``rows``:
@@ -311,7 +311,7 @@ def retrieval_metrics(
     if median not in MEDIAN_CONVENTIONS:
         raise ValueError(f"median must be one of {MEDIAN_CONVENTIONS}, got {median!r}")
     sims = _check_sims(sims)
-    gt = _check_gt(sims, gt)
+    gt = check_gt(sims, gt)
     ranks, ties = _ranks_and_ties(sims, gt)
     if ties:
         logger.info(

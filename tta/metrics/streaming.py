@@ -23,7 +23,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
 from tta.metrics.hubness import occurrence_from_neighbours, stable_topk_indices
-from tta.metrics.retrieval import _check_gt, _ranks_by_row, finite_rows, ranks_with_failures
+from tta.metrics.retrieval import check_gt, finite_rows, ranks_by_row, ranks_with_failures
 
 STATES = ("index", "segment", "rank", "finite", "neighbours")
 
@@ -77,12 +77,12 @@ class StreamScores(Metric):
     def _ranks_from_lists(sims: torch.Tensor, neighbours: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
         """Ranks of finite 1:1 rows: a ground truth in its row's stable neighbour list ranks at its position
         there (the list is the stable order); only the other rows are counted over the gallery."""
-        gt = _check_gt(sims, gt)
+        gt = check_gt(sims, gt)
         hit = neighbours == gt[:, None]
         ranks = hit.to(torch.long).argmax(dim=1) + 1
         missed = (~hit.any(dim=1)).nonzero()[:, 0].tolist()
         if missed:
-            ranks[missed] = _ranks_by_row(sims, gt, missed)
+            ranks[missed] = ranks_by_row(sims, gt, missed)
         return ranks
 
     def compute(self) -> dict[str, torch.Tensor]:

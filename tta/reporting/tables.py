@@ -89,7 +89,7 @@ class Table:
         text = f"**{self.title}** ({what}, {seeds})"
         if self.marks is not None and self.against:
             text += (f"; ▲/▼: the paired 95 % bootstrap interval of the difference to {self.against} lies above/below "
-                     f"0 (unmarked: the interval spans 0, or no per-query data)")
+                     f"0 (unmarked: the interval spans 0, or the runs cannot be paired)")
         if self.bold is not None:
             text += "; bold: best of its row per backbone, with an interval against the runner-up above 0"
         return text
@@ -467,11 +467,11 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
         k = dict(zip(CELL, key, strict=True))
         idx.append((k["data"], k["task"], k["scenario"], k["model"], k["config"], shift_label(k["shift"], k["severity"])))
         rows.append([c.diff, c.low, c.high, c.p, c.seeds_a, c.seeds_b, c.queries])
-        t = tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "no data": 0})
+        t = tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "not paired": 0})
         t[c.mark] += 1
     for key in missing:
         k = dict(zip(CELL, key, strict=True))
-        tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "no data": 0})["no data"] += 1  # unpaired
+        tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "not paired": 0})["not paired"] += 1
     labels = [f"Δ {metric}", "95% low", "95% high", "p (sign-flip)", "seeds", f"seeds {against}", "queries"]
     cols = pd.MultiIndex.from_tuples([("", lab) for lab in labels])
     out = []
@@ -490,7 +490,7 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
                              f"p of the paired sign-flip test; ▲/▼ only where the interval excludes 0"), digits={labels[3]: 3, "seeds": 0, f"seeds {against}": 0,
                                                                "queries": 0}))
     order = sorted(tally, key=lambda mc: (mc[0], ADAPTER_ORDER.index(mc[1]) if mc[1] in ADAPTER_ORDER else 99, mc[1]))
-    wtl = pd.DataFrame([[tally[k][w] for w in ("better", "tie", "worse", "no data")] for k in order],
+    wtl = pd.DataFrame([[tally[k][w] for w in ("better", "tie", "worse", "not paired")] for k in order],
                        index=pd.MultiIndex.from_tuples(order, names=["model", "config"]),
                        columns=pd.MultiIndex.from_tuples([("", "wins"), ("", "ties"), ("", "losses"),
                                                           ("", "not paired")]), dtype=float)
