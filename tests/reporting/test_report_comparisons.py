@@ -167,3 +167,28 @@ def test_robustness_of_meaningless_metrics_is_refused(sweep, tmp_path, capsys, m
     assert not (tmp_path / "x").exists()
     assert report_main([str(sweep), "--out", str(tmp_path / "y"), "--metric", "MdR", "--robustness", "RSUM",
                         "--resamples", "100"]) == 0
+
+
+def test_win_tie_loss_table_gives_the_mean_and_the_worst_cell(tmp_path):
+    """Over two cells (gaussian: +10 points, fog: -5 points) the tally row carries mean Δ = 2.5 and worst Δ = -5,
+    and a note names the fog cell with its interval."""
+    rng = np.random.default_rng(11)
+    for shift, delta in (("gaussian", 40), ("fog", -20)):
+        base = np.zeros(N, bool)
+        base[:120] = True
+        arm = base.copy()
+        if delta > 0:
+            arm[120:120 + delta] = True
+        else:
+            arm[:-delta] = False
+        write_run(tmp_path, adapter="source", shift=shift, ranks=ranks_with_hits(base, rng))
+        write_run(tmp_path, adapter="tent", shift=shift, ranks=ranks_with_hits(arm, rng))
+    rep = build_report(tmp_path, tmp_path / "r", resamples=300)
+    wtl = rep["comparisons"][1]
+    row = wtl.frame.loc[("clip4clip", "tent")]
+    assert row[("", "mean Δ")] == pytest.approx((100 * 40 / N - 100 * 20 / N) / 2)
+    assert row[("", "worst Δ")] == pytest.approx(-100 * 20 / N)
+    assert row[("", "wins")] == 1 and row[("", "losses")] == 1
+    [note] = wtl.notes
+    assert note.startswith("worst cell of clip4clip tent: synth v2t qs fog s5, Δ -5.0 [")
+    assert "| 2.50 | -5.0 |" in wtl.to_markdown()

@@ -112,3 +112,26 @@ def test_categories_of_the_embedded_benchmark(tiny_cache, tmp_path):
     assert len(cats) > 1 and sum(c["num_queries"] for c in cats.values()) == res["num_queries"]
     r1 = sum(c["num_queries"] * c["R@1"] for c in cats.values()) / res["num_queries"]
     assert r1 == pytest.approx(res["retrieval"]["R@1"])
+
+
+def test_repeated_runs_reuse_the_sentence_encodings_and_the_clean_reference(tiny_cache, tmp_path, monkeypatch):
+    """A sweep runs many adapters over the same shifted stream in one process: the caption distances and the clean
+    reference are computed once and reused, and a reused value gives the same record as a fresh one."""
+    import tta.data.shift_effect as effect
+    import tta.shifts.text.similarity as similarity
+
+    monkeypatch.setattr(effect, "_MEMO", effect.OrderedDict())
+    encoder, calls = similarity.sentence_encoder(), []
+    monkeypatch.setattr(similarity, "sentence_encoder", lambda: lambda texts: calls.append(len(texts)) or encoder(texts))
+    first = _run(tiny_cache, tmp_path, "first", "task=t2v", "shift=char_swap")
+    encoded = len(calls)
+    assert encoded > 0 and len(effect._MEMO) == 2  # the caption distances and the clean reference
+    second = _run(tiny_cache, tmp_path, "second", "task=t2v", "shift=char_swap")
+    assert len(calls) == encoded and len(effect._MEMO) == 2  # nothing encoded, nothing new
+    for block in ("input_change", "consistency"):
+        assert second[block] == first[block]
+    monkeypatch.setattr(effect, "_MEMO", effect.OrderedDict())
+    fresh = _run(tiny_cache, tmp_path, "fresh", "task=t2v", "shift=char_swap")
+    assert fresh["input_change"] == first["input_change"] and fresh["consistency"] == first["consistency"]
+    _run(tiny_cache, tmp_path, "other", "task=t2v", "shift=ocr")  # other captions: encoded, and its own entry
+    assert len(calls) > 2 * encoded and len(effect._MEMO) == 3  # the clean reference is shared by both shifts

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from tta.metrics.robustness import aggregate_robustness
@@ -463,12 +464,14 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
     names = ["data", "task", "scenario", "model", "config", "shift"]
     rows, idx = [], []
     tally: dict = {}
+    diffs: dict = {}  # (model, config) -> [(difference, cell label, comparison)]
     for key, c in comparisons.items():
         k = dict(zip(CELL, key, strict=True))
         idx.append((k["data"], k["task"], k["scenario"], k["model"], k["config"], shift_label(k["shift"], k["severity"])))
         rows.append([c.diff, c.low, c.high, c.p, c.seeds_a, c.seeds_b, c.queries])
         t = tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "not paired": 0})
         t[c.mark] += 1
+        diffs.setdefault((k["model"], k["config"]), []).append((c.diff, idx[-1], c))
     for key in missing:
         k = dict(zip(CELL, key, strict=True))
         tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "not paired": 0})["not paired"] += 1
@@ -490,14 +493,25 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
                              f"p of the paired sign-flip test; ▲/▼ only where the interval excludes 0"), digits={labels[3]: 3, "seeds": 0, f"seeds {against}": 0,
                                                                "queries": 0}))
     order = sorted(tally, key=lambda mc: (mc[0], ADAPTER_ORDER.index(mc[1]) if mc[1] in ADAPTER_ORDER else 99, mc[1]))
-    wtl = pd.DataFrame([[tally[k][w] for w in ("better", "tie", "worse", "not paired")] for k in order],
+    # the mean over paired cells (each cell weighs the same) and the worst cell: a method that wins often but loses
+    # badly once must show it beside its count
+    worst = {k: min(v, key=lambda t: t[0]) for k, v in diffs.items()}
+    wtl = pd.DataFrame([[tally[k][w] for w in ("better", "tie", "worse", "not paired")]
+                        + ([float(np.mean([d for d, _, _ in diffs[k]])), worst[k][0]] if k in diffs else [None, None])
+                        for k in order],
                        index=pd.MultiIndex.from_tuples(order, names=["model", "config"]),
                        columns=pd.MultiIndex.from_tuples([("", "wins"), ("", "ties"), ("", "losses"),
-                                                          ("", "not paired")]), dtype=float)
+                                                          ("", "not paired"), ("", "mean Δ"), ("", "worst Δ")]),
+                       dtype=float)
+    notes = [f"worst cell of {m} {cfg}: {' '.join(str(x) for x in label[:3])} {label[5]}, Δ {c.diff:.1f} "
+             f"[{c.low:.1f}, {c.high:.1f}]" for (m, cfg), (_, label, c) in
+             ((k, worst[k]) for k in order if k in worst)]
     out.append(Table(f"wins / ties / losses against {against} over all cells ({metric})", wtl, "count", 1, (),
-                     default_digits=0, about="a win or loss: the paired 95 % interval lies wholly above or below 0; "
-                                            "a tie: it spans 0; not paired: a run without per-query ranks, or "
-                                            "the two arms start from different source weights"))
+                     default_digits=0, digits={"mean Δ": 2, "worst Δ": 1}, notes=notes,
+                     about="a win or loss: the paired 95 % interval lies wholly above or below 0; "
+                           "a tie: it spans 0; not paired: a run without per-query ranks, or "
+                           "the two arms start from different source weights; mean Δ: the mean difference over "
+                           "the paired cells, each cell weighing the same; worst Δ: the lowest cell"))
     return out
 
 
