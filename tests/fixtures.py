@@ -59,7 +59,8 @@ def _tiny_model(head: str, seed: int) -> RetrievalModel:
 
 
 def tiny_model(head: str = "meanp", seed: int = 0) -> RetrievalModel:
-    """A fresh tiny random RetrievalModel (``meanp`` = CLIP4Clip, ``xpool`` = X-Pool), identical for a given seed."""
+    """A fresh tiny random RetrievalModel (``meanp`` = CLIP4Clip, ``seqtransf`` = CLIP4Clip-seqTransf, ``xpool`` =
+    X-Pool), identical for a given seed."""
     return copy.deepcopy(_tiny_model(head, seed))
 
 
@@ -162,7 +163,7 @@ def adapter_config(adapter: str, task: str, head: str, overrides: tuple[str, ...
     from omegaconf import OmegaConf
 
     cfg = copy.deepcopy(_composed((f"adapter={adapter}", *overrides)))
-    model = _composed(("model=xpool",) if head == "xpool" else ())
+    model = _composed({"xpool": ("model=xpool",), "seqtransf": ("model=clip4clip_seqtransf",)}.get(head, ()))
     OmegaConf.update(cfg, "model", copy.deepcopy(model.model), merge=False)
     OmegaConf.update(cfg, "task", task, merge=False)
     return cfg

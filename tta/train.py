@@ -262,6 +262,10 @@ def train(cfg: DictConfig) -> Path:
     from tta.utils.paths import cache_root
 
     quiet_lightning()
+    own = (cfg.model.get("finetune_overrides") or {}) if cfg.stage == "finetune" else {}
+    for k, v in own.items():  # the model's own fine-tuning options (the embedded zoo has applied them already)
+        log.info("model.finetune_overrides: %s=%s", k, v)
+        OmegaConf.update(cfg, k, v, force_add=True)
     cache = cache_root(cfg.paths.cache_dir)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.init and cfg.init != "none":

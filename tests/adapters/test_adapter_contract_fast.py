@@ -27,9 +27,11 @@ ADAPTERS = sorted(p.stem for p in (Path(CONF_DIR) / "adapter").glob("*.yaml"))
 UNTOUCHED = {"source", "hsm", "dsl", "qbnorm"}  # gradient-free whatever their config
 
 
-ENVS = [("meanp", "v2t"), ("xpool", "v2t"), ("meanp", "t2v"), ("xpool", "t2v")]
+ENVS = [("meanp", "v2t"), ("xpool", "v2t"), ("meanp", "t2v"), ("xpool", "t2v"), ("seqtransf", "v2t"),
+        ("seqtransf", "t2v")]
 # every adapter on CLIP4Clip-v2t and X-Pool-t2v (both heads, both directions); the LN-adapting reference methods
-# and the gradient-free source on all four (the full tier's tests/adapters/test_adapter_contract.py runs every pair)
+# and the gradient-free source on all six (the full tier's tests/adapters/test_adapter_contract.py runs every pair).
+# seqTransf's own LayerNorms belong to the similarity head, not to the query encoder: the contract keeps them fixed
 EVERYWHERE = {"source", "tent", "hatvtr", "tcr"}
 CASES = [(env, name) for name in ADAPTERS for env in ENVS
          if name in EVERYWHERE or env in (("meanp", "v2t"), ("xpool", "t2v"))]

@@ -320,3 +320,112 @@ def test_full_size_xpool_vit_b32_huggingface(tmp_path):
         pooled = pool(ref_t, ref_v)
         ref = torch.einsum("td,vtd->tv", F.normalize(ref_t, dim=-1), F.normalize(pooled, dim=-1))
         assert torch.allclose(model.similarity(text, frames), ref, atol=1e-4)
+
+
+# ------------------------------------------------------------------------------------- CLIP4Clip seqTransf
+SEQ_POSITIONS, SEQ_LAYERS = 77, 4  # CLIP's context length and --cross_num_hidden_layers, CLIP4Clip's defaults
+
+
+class TFLayerNorm(nn.Module):
+    """The LayerNorm of CLIP4Clip's until_module (epsilon inside the square root, 1e-12)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        u = x.mean(-1, keepdim=True)
+        s = (x - u).pow(2).mean(-1, keepdim=True)
+        return self.weight * (x - u) / torch.sqrt(s + 1e-12) + self.bias
+
+
+class CrossBlock(nn.Module):
+    """module_cross.ResidualAttentionBlock: sequence-first attention with an additive (all-zero) frame mask."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.attn, self.ln_1, self.ln_2, self.n_head = nn.MultiheadAttention(d, heads), TFLayerNorm(d), TFLayerNorm(d), heads
+        self.mlp = nn.Sequential(OrderedDict([("c_fc", nn.Linear(d, 4 * d)), ("gelu", QuickGELU()),
+                                              ("c_proj", nn.Linear(4 * d, d))]))
+
+    def forward(self, x, mask):  # x: (L, N, D); mask: (N, L, L)
+        h = self.ln_1(x)
+        x = x + self.attn(h, h, h, need_weights=False, attn_mask=mask.repeat(self.n_head, 1, 1))[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class OfficialSeqTransf(Official):
+    """CLIP4Clip trained with --loose_type --sim_header seqTransf: frame_position_embeddings and transformerClip.
+
+    In the released CLIPs the text width equals the embedding width, so the temporal transformer has width D and
+    D // 64 heads; here D = EMBED = 32 (one head)."""
+
+    def __init__(self):
+        super().__init__("openai", "clip4clip")
+        self.frame_position_embeddings = nn.Embedding(SEQ_POSITIONS, EMBED)
+        self.transformerClip = nn.Module()
+        self.transformerClip.resblocks = nn.ModuleList(CrossBlock(EMBED, max(1, EMBED // 64)) for _ in range(SEQ_LAYERS))
+        g = torch.Generator().manual_seed(11)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.startswith(("frame_position", "transformerClip")):
+                    base = 1.0 if name.endswith("weight") and p.dim() == 1 else 0.0
+                    p.copy_(base + 0.05 * torch.randn(p.shape, generator=g))
+
+    def sims(self, text, frames):  # CLIP4Clip _loose_similarity with sim_header seqTransf, all frames valid
+        n, t, _ = frames.shape
+        original = frames
+        x = frames + self.frame_position_embeddings(torch.arange(t).unsqueeze(0).expand(n, -1))
+        mask = torch.zeros(n, t, t)  # (1 - video_mask) * -1e6 with every frame valid
+        x = x.permute(1, 0, 2)
+        for block in self.transformerClip.resblocks:
+            x = block(x, mask)
+        v = x.permute(1, 0, 2) + original
+        v = v / v.norm(dim=-1, keepdim=True)
+        v = v.mean(1)
+        v = v / v.norm(dim=-1, keepdim=True)
+        t_ = text / text.norm(dim=-1, keepdim=True)
+        return t_ @ v.t()
+
+
+def test_convert_official_seqtransf_checkpoint(tmp_path, capsys):
+    official = OfficialSeqTransf().eval()
+    src, dst = tmp_path / "pytorch_model.bin.4", tmp_path / "converted.pt"
+    state = save_official(official, src, legacy_buffers=False)
+    assert any(k.startswith("transformerClip.resblocks.3.") for k in state)
+    assert main(["--format", "clip4clip", str(src), str(dst)]) == 0
+    out = capsys.readouterr().out
+    assert "head seqtransf" in out and "UNMAPPED" not in out and "MISSING" not in out
+    assert "use: model=clip4clip_seqtransf " in out
+    cfg = OmegaConf.create({"name": "clip4clip_seqtransf", "head": {"_target_": "tta.models.heads.SeqTransfHead"},
+                            "arch": "custom", "pretrained": None, "embed_dim": EMBED, "context_length": CTX})
+    model = model_from_config(cfg, checkpoint=str(dst))
+    assert model.head_name == "seqtransf"
+    ours = model.state_dict()
+    assert torch.equal(ours["pool.frame_position_embeddings.weight"], state["frame_position_embeddings.weight"])
+    assert torch.equal(ours["pool.transformer.resblocks.2.attn.in_proj_weight"],
+                       state["transformerClip.resblocks.2.attn.in_proj_weight"])
+    lands(state, ours)
+
+    video = torch.randn(3, 6, 3, IMG, IMG, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        frames, text = model.encode_video(video), model.encode_text(tokens())
+        ref = official.sims(text, frames)
+        assert ref.shape == (5, 3) and ref.std() > 1e-3
+        assert torch.allclose(model.similarity(text, frames), ref, atol=1e-5)      # t2v
+        assert torch.allclose(model.similarity(frames, text), ref.t(), atol=1e-5)  # v2t
+        reversed_ref = official.sims(text, frames.flip(1))
+        assert not torch.allclose(reversed_ref, ref, atol=1e-4)  # the official head is order-sensitive too
+        assert torch.allclose(model.similarity(text, frames.flip(1)), reversed_ref, atol=1e-5)
+
+
+def test_seqlstm_and_other_depths_stay_refused():
+    state = dict(OfficialSeqTransf().state_dict())
+    lstm = {k: v for k, v in state.items() if not k.startswith("transformerClip.")}
+    lstm["lstm_visual.weight_ih_l0"] = torch.zeros(4 * EMBED, EMBED)
+    with pytest.raises(ValueError, match=r"(?s)UNMAPPED official keys \(2\).*seqLSTM"):
+        convert_state_dict(lstm, "clip4clip")
+    shallow = {k: v for k, v in state.items() if not k.startswith(("transformerClip.resblocks.2.",
+                                                                     "transformerClip.resblocks.3."))}
+    with pytest.raises(ValueError, match="has 2 temporal transformer layers"):
+        convert_state_dict(shallow, "clip4clip")

@@ -19,7 +19,7 @@ MODEL_CHOICES = sorted(p.stem for p in (Path(CONF_DIR) / "model").glob("*.yaml")
 @pytest.mark.parametrize("name", MODEL_CHOICES)
 def test_every_model_choice_names_a_head_class(name):
     model = compose("run", [f"model={name}", "paths.cache_dir=/nonexistent"]).model
-    assert head_name(model) == ("xpool" if name == "xpool" else "meanp")
+    assert head_name(model) == {"xpool": "xpool", "clip4clip_seqtransf": "seqtransf"}.get(name, "meanp")
     assert HEADS[head_name(model)].__name__ == model.head._target_.rsplit(".", 1)[1]
 
 
@@ -27,7 +27,8 @@ def test_every_model_choice_names_a_head_class(name):
 def test_a_wrong_head_is_one_clear_error(target):
     cfg = OmegaConf.create({"name": "mine", "head": {"_target_": target} if target else "meanp"})
     with pytest.raises(ValueError, match=r"model.head._target_=.* is not a similarity head; use one of "
-                                         r"tta.models.heads.MeanPHead, tta.models.xpool.XPoolHead"):
+                                         r"tta.models.heads.MeanPHead, tta.models.heads.SeqTransfHead, "
+                                         r"tta.models.xpool.XPoolHead"):
         head_name(cfg)
 
 

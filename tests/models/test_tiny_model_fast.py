@@ -12,7 +12,7 @@ from tta.models.checkpoint import load_checkpoint, save_checkpoint
 from tta.models.encode import pairwise_similarity
 
 
-@pytest.mark.parametrize("head", ["meanp", "xpool"])
+@pytest.mark.parametrize("head", ["meanp", "seqtransf", "xpool"])
 def test_tiny_model_shapes_and_directions(head):
     m = tiny_model(head)
     assert type(m).__name__ == "RetrievalModel" and m.head_name == head and m.image_size == TINY_SIZE
@@ -22,7 +22,7 @@ def test_tiny_model_shapes_and_directions(head):
     v2t, t2v = m.similarity(video, text), m.similarity(text, video)
     assert v2t.shape == (3, 2) and torch.allclose(v2t, t2v.t(), atol=1e-6)
     assert torch.allclose(pairwise_similarity(m, text, video), t2v, atol=1e-6)
-    assert m.pool.name == head and (head == "xpool") == any(True for _ in m.pool.parameters())  # meanp: none
+    assert m.pool.name == head and (head != "meanp") == any(True for _ in m.pool.parameters())  # meanp: none
 
 
 def test_tiny_model_is_seeded_and_fresh():
@@ -42,13 +42,16 @@ def test_query_side_layernorms_are_disjoint():
         m.tower("audio")
 
 
-@pytest.mark.parametrize("head", ["meanp", "xpool"])
+@pytest.mark.parametrize("head", ["meanp", "seqtransf", "xpool"])
 def test_checkpoint_round_trip(head, tmp_path):
     m = tiny_model(head)
     path = save_checkpoint(tmp_path / "tiny.pt", m, metrics={"R@1": 1.0})
     back = load_checkpoint(path, head=head)
+    assert m.state_dict().keys() == back.state_dict().keys()
     assert all(torch.equal(x, y) for x, y in zip(m.state_dict().values(), back.state_dict().values(), strict=True))
-    assert back.config() == m.config()
+    assert back.config() == m.config() and back.head_name == head
+    video, text = torch.randn(3, TINY_FRAMES, 32), torch.randn(2, 32)
+    assert torch.equal(back.similarity(text, video), m.similarity(text, video))
 
 
 @pytest.mark.parametrize("task", ["v2t", "t2v"])

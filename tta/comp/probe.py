@@ -42,12 +42,18 @@ class Triplets:
     items: list[CompItem]
     clips: list[Span] = field(default_factory=list)
     rows: dict[str, list[tuple[int, str, str]]] = field(default_factory=lambda: {d: [] for d in DISRUPTIONS})
+    owners: list[int] = field(default_factory=list)  # the item (video) each clip is cut from
+
+    def owner_of_rows(self) -> dict[str, list[int]]:
+        """Per disruption type, the video of each triplet (what the bootstrap resamples)."""
+        return {name: [self.owners[r[0]] for r in rows] for name, rows in self.rows.items() if rows}
 
 
 def build_triplets(items: list[CompItem], seed: int) -> Triplets:
     """The probe's triplets: clip i < len(items) is video i whole; seg-mismatch crops follow."""
     rng = np.random.default_rng(seed)
-    out = Triplets(items, [Span(it.video_path, it.duration, 0.0, it.duration) for it in items])
+    out = Triplets(items, [Span(it.video_path, it.duration, 0.0, it.duration) for it in items],
+                   owners=list(range(len(items))))
     for i, item in enumerate(items):
         positive = positive_text(item)
         for name, disrupt in (("temp_reorder", temp_reorder), ("action_replace", action_replace)):
@@ -57,6 +63,7 @@ def build_triplets(items: list[CompItem], seed: int) -> Triplets:
             one, two = crops
             for own, other in ((one, two), (two, one)):
                 out.clips.append(Span(item.video_path, item.duration, own.start, own.end))
+                out.owners.append(i)
                 out.rows["seg_mismatch"].append((len(out.clips) - 1, own.text, other.text))
     return out
 
@@ -103,7 +110,7 @@ def score_probe(model: RetrievalModel, triplets: Triplets, num_frames: int, work
     setting = EncodeSetting(device=str(device), workers=workers)
     video = encode_videos(model, SpanLoader(triplets.clips, num_frames, model.image_size), len(triplets.clips),
                           setting=setting).to(device)
-    accuracy, counts, margin = {}, {}, {}
+    accuracy, counts, margin, outcomes = {}, {}, {}, {}
     for name, rows in triplets.rows.items():
         if not rows:
             continue
@@ -111,6 +118,7 @@ def score_probe(model: RetrievalModel, triplets: Triplets, num_frames: int, work
         pos = pair_scores(model, encode_texts(model, [r[1] for r in rows], setting=setting).to(device), clips)
         neg = pair_scores(model, encode_texts(model, [r[2] for r in rows], setting=setting).to(device), clips)
         accuracy[name], counts[name] = binary_accuracy(pos, neg), len(rows)
+        outcomes[name] = (pos > neg).int().tolist()  # per triplet, in row order (what the intervals resample)
         margin[name] = float((pos - neg).mean())
     n = len(triplets.items)
     text = encode_texts(model, [positive_text(it) for it in triplets.items], setting=setting).to(device)
@@ -118,6 +126,7 @@ def score_probe(model: RetrievalModel, triplets: Triplets, num_frames: int, work
     gt = torch.arange(n)
     # percent, like the retrieval metrics (the paper's tables)
     return {"accuracy": {k: 100 * v for k, v in accuracy.items()}, "triplets": counts, "margin": margin,
+            "outcomes": outcomes,
             "comprehensive": 100 * comprehensive_score(accuracy), "chance_comprehensive": 100 * 0.5 ** len(accuracy),
             "R@1_t2v": retrieval_metrics(t2v, gt)["R@1"],
             "R@1_v2t": retrieval_metrics(t2v.t(), gt)["R@1"], "n_videos": n}
@@ -157,7 +166,20 @@ def probe_models(cfg: DictConfig, cache: Path, models: dict[str, RetrievalModel]
     for role, model in models.items():
         out[role] = score_probe(model, triplets, num_frames)
         log.info("VideoComp probe (%s model, %s): %s", role, name, json.dumps(out[role]["accuracy"]))
+    add_intervals(out, triplets, list(models))
     return out
+
+
+def add_intervals(out: dict[str, Any], triplets: Triplets, roles: list[str]) -> None:
+    """95 % bootstrap intervals over the probe's videos in place: each role's ``accuracy_ci`` and
+    ``comprehensive_ci``, and with two roles the paired ``difference`` (adapted − source)."""
+    from tta.comp.metrics import bootstrap_probe
+
+    boot = bootstrap_probe({r: out[r]["outcomes"] for r in roles}, triplets.owner_of_rows(), len(triplets.items))
+    for role in roles:
+        out[role].update(boot[role])
+    if "difference" in boot:
+        out["difference"] = boot["difference"]
 
 
 def run_comp_task(cfg: DictConfig, scenario, cache: Path, run_dir: Path, t_start: float) -> dict:
@@ -183,11 +205,16 @@ def print_comp(comp: dict[str, Any]) -> None:
     from rich.table import Table
 
     roles = [r for r in ("adapted", "source") if r in comp]
-    table = Table(title=f"VideoComp probe on {comp['data']} (binary accuracy %, chance 50)")
+    table = Table(title=f"VideoComp probe on {comp['data']} (binary accuracy %, chance 50; 95 % bootstrap interval "
+                        f"over videos)")
     for column in ("model", "reorder", "action", "seg", "all (product)", "R@1 t2v"):
         table.add_column(column, justify="right")
+    def cell(value: float, ci: list[float] | None) -> str:
+        return f"{value:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
+
     for role in roles:
         r = comp[role]
-        table.add_row(role, *(f"{r['accuracy'][d]:.1f}" if d in r["accuracy"] else "-" for d in DISRUPTIONS),
-                      f"{r['comprehensive']:.1f}", f"{r['R@1_t2v']:.1f}")
+        cis = r.get("accuracy_ci") or {}
+        table.add_row(role, *(cell(r["accuracy"][d], cis.get(d)) if d in r["accuracy"] else "-" for d in DISRUPTIONS),
+                      cell(r["comprehensive"], r.get("comprehensive_ci")), f"{r['R@1_t2v']:.1f}")
     Console().print(table)

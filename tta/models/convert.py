@@ -7,15 +7,20 @@
   ``state_dict`` holds ``clip.*`` (Hugging Face ``CLIPModel`` names with ``--huggingface``, as for the published
   checkpoints; OpenAI names without) and ``pool_frames.*`` (the text-conditioned pooling head).
 * ``clip4clip`` (ArrowLuo/CLIP4Clip, ``pytorch_model.bin.<epoch>``): a plain state dict of ``clip.*`` OpenAI names;
-  meanP adds no parameters. The CLIP4Clip baseline of the X-Pool / HAT-VTR code base (``CLIPBaseline``, Hugging Face
-  names, no head parameters) converts with the same format.
+  meanP adds no parameters. A model trained with ``--sim_header seqTransf`` adds ``frame_position_embeddings.*``
+  and ``transformerClip.*`` (the temporal transformer); the converter sees them and builds the ``seqtransf`` head
+  (:class:`~tta.models.heads.SeqTransfHead`, CLIP4Clip's default 4 layers; load it under
+  ``model=clip4clip_seqtransf``). ``seqLSTM`` (``lstm_visual.*``) and the tight ``cross.*`` model stay refused. The
+  CLIP4Clip baseline of the X-Pool / HAT-VTR code base (``CLIPBaseline``, Hugging Face names, no head parameters)
+  converts with the same format.
 
 Names are mapped by :mod:`tta.models.convert_keys`; the CLIP architecture is read from the tensor shapes
 (``ViT-B-32-quickgelu`` for the official ViT-B/32 checkpoints, ``arch: custom`` otherwise). Every official tensor
 must land in the model and every model tensor must be filled: unmapped official keys (e.g. CLIP4Clip's ``cross.*``
 of a model trained without ``--loose_type``, or a ``seqTransf`` head) stop the conversion with a report, unless
 ``--allow-unmapped`` is given. The output loads with ``model.checkpoint=<OUT>`` (and ``model.arch=<arch>`` as
-printed) under ``model=xpool`` or ``model=clip4clip``, the config of the converted head.
+printed) under ``model=xpool``, ``model=clip4clip`` or ``model=clip4clip_seqtransf``, the config of the converted
+head (the printed ``use:`` line names it).
 """
 
 from __future__ import annotations
@@ -30,24 +35,33 @@ from pathlib import Path
 import torch
 
 from tta.models.checkpoint import save_checkpoint
-from tta.models.convert_keys import HF_IGNORED, XPOOL_HEAD_MAP, hf_to_openai, infer_clip_config, match_open_clip_arch
+from tta.models.convert_keys import (
+    HF_IGNORED,
+    SEQTRANSF_HEAD_MAP,
+    XPOOL_HEAD_MAP,
+    hf_to_openai,
+    infer_clip_config,
+    match_open_clip_arch,
+)
+from tta.models.heads import SeqTransfHead
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import CUSTOM, TowerConfig
 from tta.models.weights import read_weights, unwrap_state_dict
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FORMATS", "ConversionReport", "convert_state_dict", "convert_checkpoint", "main"]
+__all__ = ["FORMATS", "MODEL_OF_HEAD", "ConversionReport", "clip4clip_head", "convert_state_dict", "convert_checkpoint", "main"]
 
-FORMATS = {"xpool": "xpool", "clip4clip": "meanp"}  # official format -> tta similarity head
+FORMATS = {"xpool": "xpool", "clip4clip": "meanp"}  # official format -> tta similarity head (clip4clip: unless seqTransf)
+MODEL_OF_HEAD = {"xpool": "xpool", "meanp": "clip4clip", "seqtransf": "clip4clip_seqtransf"}  # the model= config
 
 # official key prefixes we know but cannot map, with the reason
 _UNSUPPORTED = {
     "cross.": "CLIP4Clip trained without --loose_type (tight cross-encoder similarity); only meanP is supported",
     "similarity_dense.": "CLIP4Clip trained without --loose_type (tight cross-encoder similarity)",
-    "frame_position_embeddings.": "CLIP4Clip sim_header seqLSTM / seqTransf; only meanP is supported",
-    "transformerClip.": "CLIP4Clip sim_header seqTransf; only meanP is supported",
-    "lstm_visual.": "CLIP4Clip sim_header seqLSTM; only meanP is supported",
+    "frame_position_embeddings.": "CLIP4Clip sim_header seqLSTM; only meanP and seqTransf are supported",
+    "transformerClip.": "CLIP4Clip sim_header seqTransf with a layer tta's seqtransf head does not have",
+    "lstm_visual.": "CLIP4Clip sim_header seqLSTM; only meanP and seqTransf are supported",
     "pool_frames.": "an X-Pool pooling head: convert with --format xpool",
 }
 
@@ -59,6 +73,7 @@ class ConversionReport:
     fmt: str
     clip_layout: str
     arch: str
+    head: str = ""
     mapped: list[tuple[str, str]] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
@@ -70,7 +85,7 @@ class ConversionReport:
         return not self.unmapped and not self.missing
 
     def summary(self, limit: int = 20) -> str:
-        lines = [f"format {self.fmt} (CLIP layout: {self.clip_layout}) -> tta arch {self.arch}, "
+        lines = [f"format {self.fmt} (CLIP layout: {self.clip_layout}) -> tta arch {self.arch}, head {self.head}, "
                  f"{len(self.mapped)} tensors mapped, {len(self.ignored)} buffers ignored"]
         for title, keys in (("UNMAPPED official keys", self.unmapped), ("MISSING tta keys", self.missing)):
             if keys:
@@ -115,6 +130,31 @@ def _add_xpool_head(state: dict[str, torch.Tensor], ours: dict[str, torch.Tensor
                 mapped.append((src, f"pool.{tta_name}.{p}"))
 
 
+def clip4clip_head(state: dict[str, torch.Tensor]) -> str:
+    """``seqtransf`` for a CLIP4Clip state dict with the temporal transformer (``--sim_header seqTransf``), else
+    ``meanp`` (a seqLSTM or tight model then fails as unmapped, with the reason)."""
+    if any(k.startswith("lstm_visual.") for k in state) or not any(k.startswith("transformerClip.") for k in state):
+        return "meanp"
+    layers = {int(k.split(".")[2]) for k in state if k.startswith("transformerClip.resblocks.")}
+    if len(layers) != SeqTransfHead.LAYERS:
+        raise ValueError(f"the CLIP4Clip seqTransf checkpoint has {len(layers)} temporal transformer layers "
+                         f"(--cross_num_hidden_layers); tta's seqtransf head has CLIP4Clip's default "
+                         f"{SeqTransfHead.LAYERS}")
+    return "seqtransf"
+
+
+def _add_seqtransf_head(state: dict[str, torch.Tensor], ours: dict[str, torch.Tensor], used: set[str],
+                        mapped: list[tuple[str, str]]) -> None:
+    """Place CLIP4Clip's ``frame_position_embeddings.*`` and ``transformerClip.*`` under ``pool.*`` (in place)."""
+    for src, tensor in state.items():
+        for off, tta_name in SEQTRANSF_HEAD_MAP.items():
+            if src.startswith(off):
+                dst = f"pool.{tta_name}{src[len(off):]}"
+                ours[dst] = tensor
+                used.add(src)
+                mapped.append((src, dst))
+
+
 def _check_complete(ours: dict[str, torch.Tensor], target: dict[str, torch.Tensor], report: ConversionReport,
                     allow_unmapped: bool) -> None:
     """Raise on a shape mismatch, a missing tensor or (without ``allow_unmapped``) an unmapped official one."""
@@ -155,17 +195,19 @@ def convert_state_dict(state: dict[str, torch.Tensor], fmt: str, quick_gelu: boo
     arch = match_open_clip_arch(cfg) or CUSTOM
     tower = TowerConfig(arch=arch, embed_dim=cfg["embed_dim"], quick_gelu=quick_gelu,
                         clip_cfg=cfg if arch == CUSTOM else None)
-    head = FORMATS[fmt]
+    head = clip4clip_head(state) if fmt == "clip4clip" else FORMATS[fmt]
     model = RetrievalModel(tower, head=head).eval()
     ours: dict[str, torch.Tensor] = {"clip." + k: v for k, v in oa_state.items()}
     if head == "xpool":
         _add_xpool_head(state, ours, used, mapped)
+    elif head == "seqtransf":
+        _add_seqtransf_head(state, ours, used, mapped)
     target = model.state_dict()
     for k in [k for k in ours if k not in target]:  # official names our model does not have: left unmapped
         ours.pop(k)
         used = {u for u in used if u != k}
         mapped = [row for row in mapped if row[1] != k]
-    report = ConversionReport(fmt, layout, arch, mapped=mapped, ignored=ignored)
+    report = ConversionReport(fmt, layout, arch, head=head, mapped=mapped, ignored=ignored)
     report.unmapped = sorted(k for k in state if k not in used and k not in ignored)
     report.missing = sorted(k for k in target if k not in ours)
     for k in report.unmapped:
@@ -209,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"conversion failed: {e}", file=sys.stderr)
         return 1
     print(report.summary())
-    print(f"use: model={args.format} model.checkpoint={args.output} model.arch={report.arch}")
+    print(f"use: model={MODEL_OF_HEAD[report.head]} model.checkpoint={args.output} model.arch={report.arch}")
     return 0
 
 

@@ -12,7 +12,9 @@ Both official models keep CLIP under ``clip.``, in one of two layouts:
 
 X-Pool's pooling head ``pool_frames.`` (``modules/transformer.py``: ``cross_attn.{q,k,v,out}_proj``,
 ``linear_proj``, ``layer_norm{1,2,3}``) maps onto :class:`~tta.models.xpool.XPoolHead` (:data:`XPOOL_HEAD_MAP`).
-CLIP4Clip-meanP has no parameters beyond CLIP.
+CLIP4Clip-meanP has no parameters beyond CLIP; CLIP4Clip-seqTransf's ``frame_position_embeddings.`` and
+``transformerClip.`` (CLIP residual attention blocks) map by prefix onto :class:`~tta.models.heads.SeqTransfHead`
+(:data:`SEQTRANSF_HEAD_MAP`), whose blocks keep CLIP's parameter names.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["HF_IGNORED", "XPOOL_HEAD_MAP", "hf_to_openai", "infer_clip_config", "match_open_clip_arch"]
+__all__ = ["HF_IGNORED", "SEQTRANSF_HEAD_MAP", "XPOOL_HEAD_MAP", "hf_to_openai", "infer_clip_config", "match_open_clip_arch"]
 
 # buffers of old transformers versions that are not parameters
 HF_IGNORED = re.compile(r"(^|\.)position_ids$")
@@ -33,6 +35,9 @@ XPOOL_HEAD_MAP = {
     "cross_attn.out_proj": "out_proj", "linear_proj": "linear_proj",
     "layer_norm1": "layer_norm1", "layer_norm2": "layer_norm2", "layer_norm3": "layer_norm3",
 }
+
+# CLIP4Clip seqTransf <prefix> -> tta pool.<prefix> (the rest of each name is the same)
+SEQTRANSF_HEAD_MAP = {"frame_position_embeddings.": "frame_position_embeddings.", "transformerClip.": "transformer."}
 
 _T: Callable[[torch.Tensor], torch.Tensor] = lambda w: w.t().contiguous()  # noqa: E731
 _SAME: Callable[[torch.Tensor], torch.Tensor] = lambda w: w  # noqa: E731

@@ -1,6 +1,7 @@
 """The retrieval model: an open_clip dual encoder plus a similarity head (HAT-VTR Sec. 4.1, Eq. 2).
 
 * head ``meanp`` (CLIP4Clip-meanP): s(c, v) = <n(c), n(mean_l n(f_l))>;
+* head ``seqtransf`` (CLIP4Clip-seqTransf): meanP over g = Transformer(f + p) + f, the frame-order-aware head;
 * head ``xpool`` (X-Pool): s(c, v) = <n(c), n(π(v | c))> (the heads: :mod:`tta.models.heads`).
 
 Interface used by the data pipeline and the adapters:
@@ -25,8 +26,9 @@ class RetrievalModel(nn.Module):
 
     Args:
         tower: the open_clip tower configuration.
-        head: the name of a head of :data:`tta.models.heads.HEADS`: ``meanp`` (CLIP4Clip) or ``xpool``.
-        xpool_dropout: dropout of the X-Pool residual branch.
+        head: the name of a head of :data:`tta.models.heads.HEADS`: ``meanp`` (CLIP4Clip), ``seqtransf``
+            (CLIP4Clip-seqTransf) or ``xpool``.
+        xpool_dropout: dropout of the X-Pool residual branch (the other heads ignore it).
     """
 
     def __init__(self, tower: TowerConfig, head: str = "meanp", xpool_dropout: float = 0.3):
@@ -39,6 +41,7 @@ class RetrievalModel(nn.Module):
         # the head's width is the towers' output width (512 for ViT-B-32, whatever tower.embed_dim says)
         width = int(getattr(self.clip.visual, "output_dim", None) or tower.embed_dim)
         self.pool = HEADS[head](width, xpool_dropout)  # meanp has no parameters: nothing under pool.* then
+        # (seqtransf's and xpool's parameters live under pool.*; no adapter updates them: layer_norms() is per tower)
         self._tokenizer: Tokenizer | None = None
 
     # ----------------------------------------------------------------------------------------------- config

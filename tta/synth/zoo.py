@@ -51,11 +51,22 @@ def _recipe_key(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:10]
 
 
+def _flat(node: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in node.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
 def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path,
                recipe: list[str] | None = None) -> DictConfig:
-    cfg = compose("train", [f"stage={stage}", *(recipe or [])])
-    OmegaConf.set_struct(cfg, False)
     model_node = OmegaConf.to_container(model_cfg, resolve=True)
+    # a model's own fine-tuning options (model.finetune_overrides, e.g. seqTransf trains on every frame) come before
+    # the recipe's, so an explicit recipe option still wins; they enter the key as the options they set
+    own = model_node.pop("finetune_overrides", None) or {}
+    own = [f"{k}={v}" for k, v in _flat(own).items()] if stage == "finetune" else []
+    cfg = compose("train", [f"stage={stage}", *own, *(recipe or [])])
+    OmegaConf.set_struct(cfg, False)
     if stage == "pretrain":
         model_node["head"] = {"_target_": f"{MeanPHead.__module__}.{MeanPHead.__name__}"}
         model_node["name"] = "clip"
