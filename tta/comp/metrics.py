@@ -60,9 +60,8 @@ def bootstrap_probe(outcomes: dict[str, dict[str, np.ndarray]], owners: dict[str
         a, b = roles
         out["difference"] = {"of": f"{a} - {b}"}
         for name in draws[a]:
-            full = {}
-            for role in roles:
-                vals = [np.mean(outcomes[role][k]) for k in outcomes[role]]
-                full[role] = 100 * (math.prod(vals) if name == "comprehensive" else float(np.mean(outcomes[role][name])))
+            full = {role: 100 * (math.prod(float(np.mean(v)) for v in outcomes[role].values())
+                                 if name == "comprehensive" else float(np.mean(outcomes[role][name])))
+                    for role in roles}
             out["difference"][name] = {"delta": full[a] - full[b], "ci": ci(draws[a][name] - draws[b][name])}
     return out
