@@ -44,6 +44,7 @@ from tta.utils.io import claim_run_dir
 from tta.utils.loggers import build_loggers, finish_loggers, log_results
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
+from tta.utils.progress import setup_progress
 from tta.utils.seeding import seed_everything
 from tta.utils.signals import RunInterrupted, StopSignals
 from tta.utils.sweep import register_resolvers, write_error
@@ -144,11 +145,17 @@ def build_data(cfg: DictConfig, scenario: Scenario, cache: Path, start_batch: in
 
         data = FeatureDataModule(cfg, scenario.shifts, start_batch)
         return data.model, data
-    model = scenario.load_model(cfg, cache)
-    data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch, scenario.gallery_shift)
-    log.info("video decoder: %s", video_decoder())
-    with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
-        data.setup("test")
+    from tta.synth.zoo import setup_stages
+
+    # a first run builds the embedded assets: one overall bar with the stage names and an ETA
+    stages = setup_stages(cfg.model, scenario.checkpoint, scenario.train_data, cfg.data, cache,
+                          list(cfg.get("embedded_recipe") or []))
+    with setup_progress(stages):
+        model = scenario.load_model(cfg, cache)
+        data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch, scenario.gallery_shift)
+        log.info("video decoder: %s", video_decoder())
+        with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
+            data.setup("test")
     return model, data
 
 

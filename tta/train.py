@@ -38,7 +38,7 @@ from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, en
 from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import atomic_torch_save
-from tta.utils.progress import progress_iter
+from tta.utils.progress import progress_iter, report_progress, setup_active
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,16 @@ class ContrastiveModule(L.LightningModule):
             ds.epoch += 1
 
 
+class StepProgress(L.Callback):
+    """Reports each optimiser step to the run's set-up display (a no-op outside one)."""
+
+    def __init__(self, description: str, steps: int):
+        self.description, self.steps = description, steps
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        report_progress(self.description, trainer.global_step, self.steps)
+
+
 def _freeze_for_training(model: RetrievalModel, freeze_text_trunk: bool) -> None:
     for p in model.parameters():
         p.requires_grad_(True)
@@ -165,8 +175,10 @@ def _freeze_for_training(model: RetrievalModel, freeze_text_trunk: bool) -> None
 
 
 @torch.inference_mode()
-def cached_text_trunk(model: RetrievalModel, captions: list[str], cache_dir: Path) -> torch.Tensor:
+def cached_text_trunk(model: RetrievalModel, captions: list[str], cache_dir: Path, purpose: str = "") -> torch.Tensor:
     """Frozen-trunk features of ``captions`` (computed once per tower config and caption list).
+
+    ``purpose`` names them in the progress display ("finetune": "encoding finetune captions: ...").
 
     Unique captions only, encoded in batches of similar length (little padding), then scattered back.
     """
@@ -178,7 +190,8 @@ def cached_text_trunk(model: RetrievalModel, captions: list[str], cache_dir: Pat
     unique = sorted(set(captions), key=lambda c: (len(c), c))
     feats = []
     batches = range(0, len(unique), 128)
-    for i in progress_iter(batches, len(batches), f"encoding {len(unique)} captions (frozen text trunk)"):
+    what = f"{purpose} captions" if purpose else "captions"
+    for i in progress_iter(batches, len(batches), f"encoding {what}: {len(unique)} (frozen text trunk)"):
         feats.append(model.text_trunk(model.tokenize(unique[i:i + 128])).float())
     table = torch.cat(feats)
     row = {c: i for i, c in enumerate(unique)}
@@ -209,7 +222,7 @@ def _load_training_data(cfg: DictConfig, model: RetrievalModel, cache: Path):
         paths[p.video_id] = p.video_path
     frames = FrameCache(cache / "frames", cfg.data.num_frames)
     vids = list(by_video)
-    frames.warm([paths[v] for v in vids], "decoding train videos")
+    frames.warm([paths[v] for v in vids], "decoding train videos", int(cfg.workers))
     clips: list[torch.Tensor] = []
     for i in range(0, len(vids), 64):  # batched resize: one interpolate call per 64 videos (same native size)
         raw = [frames.get(paths[v]) for v in vids[i:i + 64]]
@@ -283,16 +296,19 @@ def train(cfg: DictConfig) -> Path:
     clips, captions_of, captions = _load_training_data(cfg, model, cache)
     text_feats = tokens = None
     if cfg.freeze_text_trunk:
-        text_feats = cached_text_trunk(model, captions, cache / "text")
+        text_feats = cached_text_trunk(model, captions, cache / "text", purpose=cfg.stage)
     else:
         tokens = model.tokenize(captions)
     module = ContrastiveModule(model, text_feats, tokens, cfg.lr, cfg.weight_decay, cfg.warmup, cfg.steps,
                                cfg.freeze_text_trunk, comp_term(cfg, model, len(captions), cache))
     loader = DataLoader(ClipSet(clips, captions_of, cfg.frames_per_sample, cfg.seed), batch_size=cfg.batch_size,
                         shuffle=True, drop_last=True, num_workers=0)
+    # inside a run's first-use set-up display, steps advance that display instead of Lightning's own bar
     trainer = L.Trainer(max_steps=cfg.steps, accelerator=cfg.accelerator, devices=1, logger=False,
                         enable_checkpointing=False, enable_model_summary=False, precision=cfg.precision,
-                        enable_progress_bar=cfg.progress_bar, log_every_n_steps=10, gradient_clip_val=1.0)
+                        enable_progress_bar=bool(cfg.progress_bar) and not setup_active(),
+                        callbacks=[StepProgress(f"training {cfg.stage}", int(cfg.steps))],
+                        log_every_n_steps=10, gradient_clip_val=1.0)
     start = time.time()
     trainer.fit(module, loader)
     elapsed = time.time() - start

@@ -22,6 +22,7 @@ from tta.models.towers import EMBEDDED
 from tta.utils.config import compose
 from tta.utils.io import CorruptFileError, file_lock
 from tta.utils.paths import cache_root
+from tta.utils.progress import Stage
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | Non
 
     cache = cache_root(cache)
     pre_cfg = _train_cfg("pretrain", model_cfg, None, cache, recipe)
-    pre_path = cache / "checkpoints" / f"pretrained-{_recipe_key(pre_cfg)}.pt"
+    pre_path = _pretrained_path(pre_cfg, cache)
     if not pre_path.exists():
         with file_lock(pre_path.with_suffix(".lock"), "the embedded pretrained model"):
             if not pre_path.exists():  # not built by another job while this one waited
@@ -105,8 +106,7 @@ def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | Non
         raise ValueError("a fine-tuned checkpoint needs a dataset config")
     ft_cfg = _train_cfg("finetune", model_cfg, data_cfg, cache, recipe)
     ft_cfg.init = str(pre_path)
-    key = _recipe_key(ft_cfg) + hashlib.sha256(str(pre_path.name).encode()).hexdigest()[:4]
-    path = cache / "checkpoints" / f"{model_cfg.name}-{data_cfg.name}-{key}.pt"
+    path = _finetuned_path(model_cfg, data_cfg, ft_cfg, pre_path, cache)
     if not path.exists():
         with file_lock(path.with_suffix(".lock"), f"the embedded {model_cfg.name} checkpoint"):
             if not path.exists():
@@ -115,6 +115,87 @@ def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | Non
                 ft_cfg.output = str(path)
                 train(ft_cfg)
     return path
+
+
+# Seconds per unit of work of each first-use stage on the reference machine (2-core CPU, embedded CLIP4Clip on synth:
+# 500 pretraining steps of 256 images, 500 fine-tuning steps of 128 clips x 4 frames, 3,600 videos). They set the
+# stages' shares of the set-up bar; its ETA rescales them by the speed measured so far.
+_COST_S = {"corpus image": 10 / 6000, "pretrain step": 107 / 500, "rendered video": 31 / 3600,
+           "decoded video": 18 / 2400, "caption": 18 / 7200, "finetune step": 187 / 500}
+
+
+def _synth_root(data_cfg: DictConfig, cache: Path) -> tuple[Path, int, int, int] | None:
+    """(root, videos, train videos, train captions) of a generated dataset, or None for a dataset on disk."""
+    if not data_cfg.get("synth") or data_cfg.get("root"):
+        return None
+    from hydra.utils import instantiate
+
+    builder = instantiate(data_cfg.synth, name=data_cfg.name)
+    n = {s: int(getattr(builder, f"n_{s}", 0) or 0) for s in ("train", "val", "test")}
+    per_video = int(getattr(builder, "captions_per_train_video", 1) or 1)
+    return cache / "data" / builder.key(), sum(n.values()), n["train"], n["train"] * per_video
+
+
+def setup_stages(model_cfg: DictConfig, checkpoint: str | None, data_cfg: DictConfig | None,
+                 run_data: DictConfig | None = None, cache: Path | None = None,
+                 recipe: list[str] | None = None) -> list[Stage]:
+    """The first-use stages a run still has to do, in the order it does them; empty when everything is cached.
+
+    The embedded ``model_cfg`` is built for ``checkpoint`` ``auto`` (pretrained, then fine-tuned on ``data_cfg``) or
+    ``pretrained``; a generated ``run_data`` is rendered if missing.
+    """
+    cache = cache_root(cache)
+    stages: list[Stage] = []
+    ckpt = str(checkpoint) if checkpoint is not None else "none"
+    embedded = model_cfg.get("arch") == EMBEDDED and ckpt in ("auto", "pretrained")
+    pre_cfg = _train_cfg("pretrain", model_cfg, None, cache, recipe)
+    pre_path = _pretrained_path(pre_cfg, cache)
+    if embedded and not pre_path.exists():
+        from hydra.utils import instantiate
+
+        corpus = instantiate(pre_cfg.pretrain_corpus)
+        if not (cache / "data" / corpus.key() / "manifest.json").exists():
+            stages.append(Stage("rendering the pretraining corpus",
+                                _COST_S["corpus image"] * corpus.n_images, "pretraining corpus"))
+        stages.append(Stage("encoding the pretraining captions", corpus.n_images * _COST_S["caption"],
+                            "encoding pretrain"))
+        per_step = _COST_S["pretrain step"] * int(pre_cfg.batch_size) / 256
+        stages.append(Stage("pretraining the embedded CLIP", int(pre_cfg.steps) * per_step, "training pretrain"))
+    rendered: set[Path] = set()
+    if embedded and ckpt == "auto" and data_cfg is not None:
+        ft_cfg = _train_cfg("finetune", model_cfg, data_cfg, cache, recipe)
+        if not _finetuned_path(model_cfg, data_cfg, ft_cfg, pre_path, cache).exists():
+            synth = _synth_root(data_cfg, cache)
+            videos, captions = (2400, 7200) if synth is None else synth[2:]
+            if synth is not None and not (synth[0] / "manifest.json").exists():
+                stages.append(Stage(f"rendering {data_cfg.name}", synth[1] * _COST_S["rendered video"],
+                                    f"rendering {data_cfg.name}"))
+                rendered.add(synth[0])
+            frames = int(data_cfg.get("num_frames") or 12) / 12
+            stages.append(Stage(f"decoding the {data_cfg.name} train videos",
+                                videos * _COST_S["decoded video"] * frames, "decoding train videos"))
+            stages.append(Stage("encoding the fine-tuning captions", captions * _COST_S["caption"],
+                                "encoding finetune"))
+            per_step = _COST_S["finetune step"] * int(ft_cfg.frames_per_sample) / 4 * int(ft_cfg.batch_size) / 128
+            stages.append(Stage(f"fine-tuning {model_cfg.name} on {data_cfg.name}", int(ft_cfg.steps) * per_step,
+                                "training finetune"))
+    if run_data is not None:
+        synth = _synth_root(run_data, cache)
+        if synth is not None and synth[0] not in rendered and not (synth[0] / "manifest.json").exists():
+            stages.append(Stage(f"rendering {run_data.name}", synth[1] * _COST_S["rendered video"],
+                                f"rendering {run_data.name}"))
+    return stages
+
+
+def _pretrained_path(pre_cfg: DictConfig, cache: Path) -> Path:
+    return cache / "checkpoints" / f"pretrained-{_recipe_key(pre_cfg)}.pt"
+
+
+def _finetuned_path(model_cfg: DictConfig, data_cfg: DictConfig, ft_cfg: DictConfig, pre_path: Path,
+                    cache: Path) -> Path:
+    """Where the fine-tuned checkpoint of ``ft_cfg`` lives (its key includes the pretrained checkpoint's name)."""
+    key = _recipe_key(ft_cfg) + hashlib.sha256(str(pre_path.name).encode()).hexdigest()[:4]
+    return cache / "checkpoints" / f"{model_cfg.name}-{data_cfg.name}-{key}.pt"
 
 
 def load_model(model_cfg: DictConfig, checkpoint: str | None = "auto", data_cfg: DictConfig | None = None,
