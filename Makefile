@@ -10,11 +10,25 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 PYTEST_ARGS ?= -q
 
+# INSTALLER=uv (default): uv downloads and installs in parallel, about 3x faster than pip on a fresh venv (the
+# largest part of a first `make run`); it reads no pip.conf, so behind a private index use INSTALLER=pip. If uv
+# cannot be installed or fails, pip does the install.
+INSTALLER ?= uv
+PIP_INSTALL = $(VENV)/bin/python -m pip install -q
+UV_INSTALL = $(VENV)/bin/uv pip install -q --compile-bytecode --python $(VENV)/bin/python
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -c "import torch, torchvision" 2>/dev/null || $(VENV)/bin/python -m pip install -q $(TORCH_SPEC)
-	$(VENV)/bin/python -m pip install -q -e ".[dev,text,video,report,slurm]"
+	@set -e; if [ "$(INSTALLER)" = uv ] && { test -x $(VENV)/bin/uv || $(PIP_INSTALL) uv; }; then \
+		echo "installing with uv (INSTALLER=pip to use pip)"; \
+		$(VENV)/bin/python -c "import torch, torchvision" 2>/dev/null || $(UV_INSTALL) $(TORCH_SPEC) \
+			|| $(PIP_INSTALL) $(TORCH_SPEC); \
+		$(UV_INSTALL) -e ".[dev,text,video,report,slurm]" || $(PIP_INSTALL) -e ".[dev,text,video,report,slurm]"; \
+	else \
+		$(PIP_INSTALL) --upgrade pip; \
+		$(VENV)/bin/python -c "import torch, torchvision" 2>/dev/null || $(PIP_INSTALL) $(TORCH_SPEC); \
+		$(PIP_INSTALL) -e ".[dev,text,video,report,slurm]"; \
+	fi
 	touch $@
 
 # WordNet 3.0 for the text shifts (Debian wordnet-base + wordnet-sense-index, read by nltk; tta/shifts/text/wordnet.py).
