@@ -164,6 +164,39 @@ class StepProgress(L.Callback):
         report_progress(self.description, trainer.global_step, self.steps)
 
 
+class PlateauStop(L.Callback):
+    """Stops fine-tuning once the clean validation R@1 stops improving (``plateau`` in conf/train.yaml).
+
+    Every ``every`` steps it scores the validation split (mean R@1 of both directions); after ``patience`` scores in a
+    row that do not beat the best one by ``min_gain`` points, training stops there. ``curve`` keeps every score.
+    """
+
+    def __init__(self, data_cfg: DictConfig, cache: Path, every: int, patience: int, min_gain: float,
+                 subset: int | None, setting: EncodeSetting):
+        self.data_cfg, self.cache, self.setting = data_cfg, cache, setting
+        self.every, self.patience, self.min_gain, self.subset = every, patience, min_gain, subset
+        self.curve: list[tuple[int, float]] = []
+        self.best, self.waited, self.stopped_at = -math.inf, 0, None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every or step >= trainer.max_steps:
+            return
+        m = evaluate_clean(pl_module.model.eval(), self.data_cfg, self.cache, "val", self.subset, self.setting)
+        pl_module.on_train_start()  # back to training mode (the frozen trunk stays in eval mode)
+        score = (m["t2v"]["R@1"] + m["v2t"]["R@1"]) / 2
+        self.curve.append((step, score))
+        if score >= self.best + self.min_gain:
+            self.best, self.waited = max(self.best, score), 0
+        else:
+            self.best, self.waited = max(self.best, score), self.waited + 1
+        log.info("step %d: clean val R@1 %.1f (best %.1f, %d of %d without a gain of %.1f)", step, score, self.best,
+                 self.waited, self.patience, self.min_gain)
+        if self.waited >= self.patience:
+            self.stopped_at = step
+            trainer.should_stop = True
+
+
 def _freeze_for_training(model: RetrievalModel, freeze_text_trunk: bool) -> None:
     for p in model.parameters():
         p.requires_grad_(True)
@@ -303,17 +336,26 @@ def train(cfg: DictConfig) -> Path:
                                cfg.freeze_text_trunk, comp_term(cfg, model, len(captions), cache))
     loader = DataLoader(ClipSet(clips, captions_of, cfg.frames_per_sample, cfg.seed), batch_size=cfg.batch_size,
                         shuffle=True, drop_last=True, num_workers=0)
+    callbacks: list[L.Callback] = [StepProgress(f"training {cfg.stage}", int(cfg.steps))]
+    plateau = cfg.get("plateau") if cfg.stage == "finetune" else None
+    if plateau:
+        callbacks.append(PlateauStop(cfg.data, cache, int(plateau.every), int(plateau.patience),
+                                     float(plateau.min_gain), plateau.get("subset"),
+                                     EncodeSetting.of_trainer(cfg, workers=int(cfg.workers))))
     # inside a run's first-use set-up display, steps advance that display instead of Lightning's own bar
     trainer = L.Trainer(max_steps=cfg.steps, accelerator=cfg.accelerator, devices=1, logger=False,
                         enable_checkpointing=False, enable_model_summary=False, precision=cfg.precision,
-                        enable_progress_bar=bool(cfg.progress_bar) and not setup_active(),
-                        callbacks=[StepProgress(f"training {cfg.stage}", int(cfg.steps))],
+                        enable_progress_bar=bool(cfg.progress_bar) and not setup_active(), callbacks=callbacks,
                         log_every_n_steps=10, gradient_clip_val=1.0)
     start = time.time()
     trainer.fit(module, loader)
     elapsed = time.time() - start
     model = module.model.cpu().eval()
-    metrics = {"train_time_s": elapsed, "final_loss": float(np.mean(module.losses[-20:])) if module.losses else None}
+    metrics = {"train_time_s": elapsed, "final_loss": float(np.mean(module.losses[-20:])) if module.losses else None,
+               "steps": int(trainer.global_step)}
+    if plateau:
+        stop = callbacks[-1]
+        metrics["plateau"] = {"curve": stop.curve, "stopped_at": stop.stopped_at}
     if cfg.stage == "finetune" and cfg.eval_split:
         setting = EncodeSetting.of_trainer(cfg, workers=int(cfg.workers))  # train.yaml's accelerator and precision
         metrics["clean"] = evaluate_clean(model, cfg.data, cache, cfg.eval_split, cfg.eval_subset, setting)

@@ -37,6 +37,8 @@ def _recipe_key(cfg: DictConfig) -> str:
     plain = OmegaConf.to_container(cfg, resolve=True)
     for k in _VOLATILE:
         plain.pop(k, None)
+    if plain.get("stage") == "pretrain" or not plain.get("plateau"):
+        plain.pop("plateau", None)  # no plateau stop: the key of the fixed-budget recipe
     if plain.get("stage") == "pretrain" or not (plain.get("comp_loss") or {}).get("weight"):
         plain.pop("comp_loss", None)  # no CompLoss term in this stage: the key of the InfoNCE-only recipe
     for k in _DATA_VOLATILE:
