@@ -338,10 +338,11 @@ def train(cfg: DictConfig) -> Path:
                         shuffle=True, drop_last=True, num_workers=0)
     callbacks: list[L.Callback] = [StepProgress(f"training {cfg.stage}", int(cfg.steps))]
     plateau = cfg.get("plateau") if cfg.stage == "finetune" else None
+    stop = None
     if plateau:
-        callbacks.append(PlateauStop(cfg.data, cache, int(plateau.every), int(plateau.patience),
-                                     float(plateau.min_gain), plateau.get("subset"),
-                                     EncodeSetting.of_trainer(cfg, workers=int(cfg.workers))))
+        stop = PlateauStop(cfg.data, cache, int(plateau.every), int(plateau.patience), float(plateau.min_gain),
+                           plateau.get("subset"), EncodeSetting.of_trainer(cfg, workers=int(cfg.workers)))
+        callbacks.append(stop)
     # inside a run's first-use set-up display, steps advance that display instead of Lightning's own bar
     trainer = L.Trainer(max_steps=cfg.steps, accelerator=cfg.accelerator, devices=1, logger=False,
                         enable_checkpointing=False, enable_model_summary=False, precision=cfg.precision,
@@ -353,8 +354,7 @@ def train(cfg: DictConfig) -> Path:
     model = module.model.cpu().eval()
     metrics = {"train_time_s": elapsed, "final_loss": float(np.mean(module.losses[-20:])) if module.losses else None,
                "steps": int(trainer.global_step)}
-    if plateau:
-        stop = callbacks[-1]
+    if stop is not None:
         metrics["plateau"] = {"curve": stop.curve, "stopped_at": stop.stopped_at}
     if cfg.stage == "finetune" and cfg.eval_split:
         setting = EncodeSetting.of_trainer(cfg, workers=int(cfg.workers))  # train.yaml's accelerator and precision

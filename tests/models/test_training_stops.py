@@ -22,12 +22,14 @@ def _build(cache: Path, *recipe: str) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False)["metrics"]
 
 
-@pytest.mark.parametrize("patience,min_gain,steps,stopped_at", [
-    (1, 1000.0, 4, 4),  # no score beats the first by 1000 points: stop at the second score
-    (1000, 0.5, 6, None),  # never patient enough to stop: all 6 steps (no score at the last step)
+@pytest.mark.parametrize("patience,min_gain,bar,steps,stopped_at", [
+    (1, 1000.0, True, 4, 4),  # no score beats the first by 1000 points: stop at the second score
+    (1000, 0.5, False, 6, None),  # never patient enough to stop: all 6 steps (no score at the last step)
 ])
-def test_plateau_stops_after_patience_scores_without_a_gain(tiny_cache, patience, min_gain, steps, stopped_at):
-    metrics = _build(tiny_cache, f"plateau={{every:2,patience:{patience},min_gain:{min_gain}}}")
+def test_plateau_stops_after_patience_scores_without_a_gain(tiny_cache, patience, min_gain, bar, steps, stopped_at):
+    # Lightning adds its progress bar to the callbacks: the stop must be found with the bar on too
+    metrics = _build(tiny_cache, f"plateau={{every:2,patience:{patience},min_gain:{min_gain}}}",
+                     f"progress_bar={str(bar).lower()}")
     assert metrics["steps"] == steps
     assert metrics["plateau"]["stopped_at"] == stopped_at
     assert [s for s, _ in metrics["plateau"]["curve"]] == [2, 4]
