@@ -31,6 +31,12 @@ _VOLATILE = ("output", "progress_bar", "accelerator", "workers", "paths", "init"
 # dataset keys that do not change what a checkpoint learns (evaluation-time choices, scenario wiring)
 _DATA_VOLATILE = ("cross_source", "root_env", "split")
 
+# fine-tuning options whose default trains exactly what the recipe without them trains: left out of the key at that
+# default, so a checkpoint keyed before the option existed is still found (comp_loss.chain: the default chain); the
+# pretraining stage of a recipe runs with them at their defaults, so it starts from the shared pretrained model
+_DEFAULT_OFF = {"text_trunk_trainable_layers": 0, "text_trunk_lr": None}
+_DEFAULT_CHAIN = ["temp_reorder", "action_replace", "reorder_replaced"]
+
 
 def _recipe_key(cfg: DictConfig) -> str:
     plain = OmegaConf.to_container(cfg, resolve=True)
@@ -38,6 +44,11 @@ def _recipe_key(cfg: DictConfig) -> str:
         plain.pop(k, None)
     if plain.get("stage") == "pretrain" or not (plain.get("comp_loss") or {}).get("weight"):
         plain.pop("comp_loss", None)  # no CompLoss term in this stage: the key of the InfoNCE-only recipe
+    elif list(plain["comp_loss"].get("chain", _DEFAULT_CHAIN)) == _DEFAULT_CHAIN:
+        plain["comp_loss"].pop("chain", None)
+    for k, default in _DEFAULT_OFF.items():
+        if k in plain and plain[k] == default:
+            plain.pop(k)
     for k in _DATA_VOLATILE:
         (plain.get("data") or {}).pop(k, None)
     reader = (plain.get("data") or {}).get("reader")
@@ -68,6 +79,8 @@ def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, c
     cfg = compose("train", [f"stage={stage}", *own, *(recipe or [])])
     OmegaConf.set_struct(cfg, False)
     if stage == "pretrain":
+        for k, default in _DEFAULT_OFF.items():
+            cfg[k] = default
         model_node["head"] = {"_target_": f"{MeanPHead.__module__}.{MeanPHead.__name__}"}
         model_node["name"] = "clip"
     cfg.model = model_node
