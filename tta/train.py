@@ -78,13 +78,15 @@ class CompTerm:
 
     Args:
         chains: each training caption's chain of texts (tta/comp/training.py).
+        reversed_video: also prefer each sample's video to its frames reversed, for the positive text.
         chain_feats: (N_captions, K, d) frozen text-trunk features of the chains when the whole trunk is frozen;
             None when (part of) it trains: the batch's chains are then tokenised and encoded every step.
     """
 
     def __init__(self, chains: list[tuple[str, ...]], weight: float, tau: float,
-                 chain_feats: torch.Tensor | None = None):
+                 chain_feats: torch.Tensor | None = None, reversed_video: bool = False):
         self.chains, self.chain_feats, self.weight, self.tau = chains, chain_feats, weight, tau
+        self.reversed_video = reversed_video
         self.opens_with_captions = False  # each chain's positive is its training caption (set by comp_term)
 
     def chain_embeddings(self, model: RetrievalModel, cap_idx: torch.Tensor, device: torch.device,
@@ -109,7 +111,14 @@ class CompTerm:
         text = self.chain_embeddings(model, cap_idx, video.device, positive)
         # the head's own score of each sample's video with each of its chain's texts: (B, K)
         sims = torch.stack([model.text_video_similarity(text[:, k], video).diagonal() for k in range(text.shape[1])], 1)
-        return comp_loss(sims, self.tau)
+        loss = comp_loss(sims, self.tau)
+        if self.reversed_video:
+            # the same frames played backwards, scored against the positive: an order-blind head cannot prefer
+            # the forward clip, so this pair trains frame order into the head directly (the text chain's reorder
+            # pair reaches the head only through a text difference that starts near zero)
+            backwards = model.text_video_similarity(text[:, 0], video.flip(1)).diagonal()
+            loss = loss + comp_loss(torch.stack([sims[:, 0], backwards], 1), self.tau)
+        return loss
 
 
 class ContrastiveModule(L.LightningModule):
@@ -289,7 +298,7 @@ def comp_term(cfg: DictConfig, model: RetrievalModel, captions: list[str], cache
     if text_trunk_cached(cfg):
         feats = cached_text_trunk(model, [t for chain in chains for t in chain], cache / "text")
         feats = feats.unflatten(0, (len(chains), -1))
-    term = CompTerm(chains, float(node.weight), float(node.tau), feats)
+    term = CompTerm(chains, float(node.weight), float(node.tau), feats, bool(node.get("reversed_video", False)))
     term.opens_with_captions = all(chain[0] == caption for chain, caption in zip(chains, captions))
     return term
 

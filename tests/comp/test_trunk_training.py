@@ -101,6 +101,23 @@ def test_chain_embeddings_reuse_the_caption_embeddings():
     assert torch.allclose(full, reused, atol=1e-5)
 
 
+def test_reversed_video_pair_costs_log2_for_an_order_free_head_and_trains_seqtransf_positions():
+    import math
+
+    from tests.fixtures import tiny_model
+
+    video = torch.randn(2, TINY_FRAMES, 32)
+    idx = torch.tensor([0, 1])
+    meanp = tiny_model("meanp")
+    with torch.no_grad():
+        plain = CompTerm(chains(), 1.0, 0.05).loss(meanp, video, idx)
+        both = CompTerm(chains(), 1.0, 0.05, reversed_video=True).loss(meanp, video, idx)
+    assert float(both - plain) == pytest.approx(math.log(2), abs=1e-5)  # mean pooling: backwards scores the same
+    seq = tiny_model("seqtransf")
+    CompTerm(chains(), 1.0, 0.05, reversed_video=True).loss(seq, video, idx).backward()
+    assert seq.pool.frame_position_embeddings.weight.grad.abs().sum() > 0
+
+
 def test_too_many_trainable_blocks_is_one_line():
     with pytest.raises(ValueError, match="text_trunk_trainable_layers=3: this text trunk has 2 blocks"):
         two_block_model().text_trunk_top_parameters(3)
@@ -148,6 +165,8 @@ def test_new_options_at_their_defaults_keep_the_recipe_keys():
                "comp_loss.chain=[temp_reorder,action_replace,reorder_replaced]") == "62ae5bc9c3"
     assert key("comp_loss.weight=1", "text_trunk_trainable_layers=2") != "62ae5bc9c3"
     assert key("comp_loss.weight=1", "comp_loss.chain=[temp_reorder]") != "62ae5bc9c3"
+    assert key("comp_loss.weight=1", "comp_loss.reversed_video=false") == "62ae5bc9c3"
+    assert key("comp_loss.weight=1", "comp_loss.reversed_video=true") != "62ae5bc9c3"
     # fine-tuning options: a recipe with them starts from the shared pretrained model
     pretrained = key(stage="pretrain")
     assert key("text_trunk_trainable_layers=2", "text_trunk_lr=1e-4", stage="pretrain") == pretrained

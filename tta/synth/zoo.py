@@ -32,8 +32,9 @@ _VOLATILE = ("output", "progress_bar", "accelerator", "workers", "paths", "init"
 _DATA_VOLATILE = ("cross_source", "root_env", "split")
 
 # fine-tuning options whose default trains exactly what the recipe without them trains: left out of the key at that
-# default, so a checkpoint keyed before the option existed is still found (comp_loss.chain: the default chain); the
-# pretraining stage of a recipe runs with them at their defaults, so it starts from the shared pretrained model
+# default (likewise comp_loss.chain at the default chain and comp_loss.reversed_video off), so a checkpoint keyed
+# before the option existed is still found; a recipe's pretraining stage runs with them at their defaults, so it
+# starts from the shared pretrained model
 _DEFAULT_OFF = {"text_trunk_trainable_layers": 0, "text_trunk_lr": None}
 _DEFAULT_CHAIN = ["temp_reorder", "action_replace", "reorder_replaced"]
 
@@ -44,8 +45,11 @@ def _recipe_key(cfg: DictConfig) -> str:
         plain.pop(k, None)
     if plain.get("stage") == "pretrain" or not (plain.get("comp_loss") or {}).get("weight"):
         plain.pop("comp_loss", None)  # no CompLoss term in this stage: the key of the InfoNCE-only recipe
-    elif list(plain["comp_loss"].get("chain", _DEFAULT_CHAIN)) == _DEFAULT_CHAIN:
-        plain["comp_loss"].pop("chain", None)
+    else:
+        if list(plain["comp_loss"].get("chain", _DEFAULT_CHAIN)) == _DEFAULT_CHAIN:
+            plain["comp_loss"].pop("chain", None)
+        if not plain["comp_loss"].get("reversed_video", True):
+            plain["comp_loss"].pop("reversed_video")
     for k, default in _DEFAULT_OFF.items():
         if k in plain and plain[k] == default:
             plain.pop(k)
