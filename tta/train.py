@@ -299,7 +299,7 @@ def comp_term(cfg: DictConfig, model: RetrievalModel, captions: list[str], cache
         feats = cached_text_trunk(model, [t for chain in chains for t in chain], cache / "text")
         feats = feats.unflatten(0, (len(chains), -1))
     term = CompTerm(chains, float(node.weight), float(node.tau), feats, bool(node.get("reversed_video", False)))
-    term.opens_with_captions = all(chain[0] == caption for chain, caption in zip(chains, captions))
+    term.opens_with_captions = all(chain[0] == caption for chain, caption in zip(chains, captions, strict=True))
     return term
 
 
