@@ -9,7 +9,8 @@ Two stages reproduce the paper's protocol in miniature on the embedded benchmark
 
 When the text trunk is frozen (``freeze_text_trunk``, LiT-style; the embedded default, whose text tower is the
 pretrained all-MiniLM-L6-v2), its features are computed once and cached, and only the text projection, the vision
-tower and the similarity head train. Checkpoints hold the model config, the weights, the training config and the
+tower and the similarity head train. ``text_trunk_trainable_layers: K`` trains the top K trunk blocks of that frozen
+trunk as well (at ``text_trunk_lr``); the captions and CompLoss chains are then encoded every step. Checkpoints hold the model config, the weights, the training config and the
 clean validation metrics, written atomically.
 """
 
@@ -19,6 +20,8 @@ import hashlib
 import json
 import logging
 import math
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ from tta.models.checkpoint import load_checkpoint, save_checkpoint
 from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, encode_videos, pairwise_similarity
 from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
+from tta.utils.config_rules import ConfigValueError, validate_config
 from tta.utils.io import atomic_torch_save
 from tta.utils.progress import progress_iter, report_progress, setup_active
 
@@ -73,20 +77,48 @@ class CompTerm:
     """CompLoss (VideoComp Sec. 3.2, tta/comp/loss.py) on each sample's chain of increasingly disrupted texts.
 
     Args:
-        chain_feats: (N_captions, K, d) frozen text-trunk features of each caption's chain (tta/comp/training.py).
+        chains: each training caption's chain of texts (tta/comp/training.py).
+        reversed_video: also prefer each sample's video to its frames reversed, for the positive text.
+        chain_feats: (N_captions, K, d) frozen text-trunk features of the chains when the whole trunk is frozen;
+            None when (part of) it trains: the batch's chains are then tokenised and encoded every step.
     """
 
-    def __init__(self, chain_feats: torch.Tensor, weight: float, tau: float):
-        self.chain_feats, self.weight, self.tau = chain_feats, weight, tau
+    def __init__(self, chains: list[tuple[str, ...]], weight: float, tau: float,
+                 chain_feats: torch.Tensor | None = None, reversed_video: bool = False):
+        self.chains, self.chain_feats, self.weight, self.tau = chains, chain_feats, weight, tau
+        self.reversed_video = reversed_video
+        self.opens_with_captions = False  # each chain's positive is its training caption (set by comp_term)
 
-    def loss(self, model: RetrievalModel, video: torch.Tensor, cap_idx: torch.Tensor) -> torch.Tensor:
+    def chain_embeddings(self, model: RetrievalModel, cap_idx: torch.Tensor, device: torch.device,
+                         positive: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, K, D) text embeddings of the batch's chains; ``positive`` (B, D), when given, is column 0's (the
+        batch's caption embeddings, when each chain opens with its caption: the trunk then runs once per text)."""
+        if self.chain_feats is not None:
+            feats = self.chain_feats[cap_idx].to(device)  # (B, K, d)
+            return model.text_head(feats.flatten(0, 1)).unflatten(0, feats.shape[:2])
+        first = 0 if positive is None else 1
+        texts = [t for i in cap_idx.tolist() for t in self.chains[i][first:]]
+        unique = list(dict.fromkeys(texts))  # a disruption that does not apply repeats a text: encoded once
+        row = {t: i for i, t in enumerate(unique)}
+        emb = model.encode_text(model.tokenize(unique).to(device))
+        out = emb[torch.tensor([row[t] for t in texts], device=device)].unflatten(0, (len(cap_idx), -1))
+        return out if positive is None else torch.cat([positive.unsqueeze(1), out], 1)
+
+    def loss(self, model: RetrievalModel, video: torch.Tensor, cap_idx: torch.Tensor,
+             positive: torch.Tensor | None = None) -> torch.Tensor:
         from tta.comp.loss import comp_loss
 
-        feats = self.chain_feats[cap_idx].to(video.device)  # (B, K, d)
-        text = model.text_head(feats.flatten(0, 1)).unflatten(0, feats.shape[:2])
+        text = self.chain_embeddings(model, cap_idx, video.device, positive)
         # the head's own score of each sample's video with each of its chain's texts: (B, K)
         sims = torch.stack([model.text_video_similarity(text[:, k], video).diagonal() for k in range(text.shape[1])], 1)
-        return comp_loss(sims, self.tau)
+        loss = comp_loss(sims, self.tau)
+        if self.reversed_video:
+            # the same frames played backwards, scored against the positive: an order-blind head cannot prefer
+            # the forward clip, so this pair trains frame order into the head directly (the text chain's reorder
+            # pair reaches the head only through a text difference that starts near zero)
+            backwards = model.text_video_similarity(text[:, 0], video.flip(1)).diagonal()
+            loss = loss + comp_loss(torch.stack([sims[:, 0], backwards], 1), self.tau)
+        return loss
 
 
 class ContrastiveModule(L.LightningModule):
@@ -100,21 +132,27 @@ class ContrastiveModule(L.LightningModule):
 
     def __init__(self, model: RetrievalModel, text_feats: torch.Tensor | None, tokens: torch.Tensor | None,
                  lr: float, weight_decay: float, warmup: int, steps: int, freeze_text_trunk: bool,
-                 comp: CompTerm | None = None):
+                 comp: CompTerm | None = None, text_trunk_lr: float | None = None):
         super().__init__()
         self.model = model
         self.text_feats, self.tokens, self.comp = text_feats, tokens, comp
         self.lr, self.wd, self.warmup, self.steps = lr, weight_decay, warmup, steps
+        self.text_trunk_lr = text_trunk_lr
         self.freeze_text_trunk = freeze_text_trunk
         self.losses: list[float] = []
 
     def configure_optimizers(self):
-        decay, no_decay = [], []
+        trunk = {id(p) for p in self.model.text_trunk_parameters()}
+        groups: dict[tuple[bool, bool], list[torch.nn.Parameter]] = {}
         for n, p in self.model.named_parameters():
             if not p.requires_grad:
                 continue
-            (no_decay if p.ndim < 2 or "logit_scale" in n or "norm" in n.lower() else decay).append(p)
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": self.wd}, {"params": no_decay, "weight_decay": 0.0}],
+            decays = not (p.ndim < 2 or "logit_scale" in n or "norm" in n.lower())
+            groups.setdefault((decays, id(p) in trunk), []).append(p)
+        trunk_lr = self.lr if self.text_trunk_lr is None else self.text_trunk_lr
+        opt = torch.optim.AdamW([{"params": params, "weight_decay": self.wd if decays else 0.0,
+                                  "lr": trunk_lr if in_trunk else self.lr}
+                                 for (decays, in_trunk), params in sorted(groups.items(), key=lambda g: (not g[0][0], g[0][1]))],
                                 lr=self.lr)
 
         def schedule(step: int) -> float:
@@ -143,7 +181,9 @@ class ContrastiveModule(L.LightningModule):
         labels = torch.arange(len(sims), device=sims.device)
         loss = 0.5 * (F.cross_entropy(scale * sims, labels) + F.cross_entropy(scale * sims.t(), labels))
         if self.comp is not None:
-            loss = loss + self.comp.weight * self.comp.loss(self.model, video, cap_idx.cpu())
+            # chains that open with the batch's own captions reuse their embeddings (one trunk pass per text)
+            positive = text if self.text_feats is None and self.comp.opens_with_captions else None
+            loss = loss + self.comp.weight * self.comp.loss(self.model, video, cap_idx.cpu(), positive)
         self.losses.append(float(loss.detach()))
         self.log("train/loss", loss, prog_bar=True)
         return loss
@@ -197,14 +237,15 @@ class PlateauStop(L.Callback):
             trainer.should_stop = True
 
 
-def _freeze_for_training(model: RetrievalModel, freeze_text_trunk: bool) -> None:
+def _freeze_for_training(model: RetrievalModel, freeze_text_trunk: bool, trainable_layers: int = 0) -> None:
     for p in model.parameters():
         p.requires_grad_(True)
     if freeze_text_trunk:
-        for p in model.text_tower.parameters():
+        for p in model.text_trunk_parameters():
             p.requires_grad_(False)
-        for p in model.text_head_parameters():
-            p.requires_grad_(True)
+        if trainable_layers:
+            for p in model.text_trunk_top_parameters(trainable_layers):
+                p.requires_grad_(True)
 
 
 @torch.inference_mode()
@@ -284,21 +325,37 @@ def evaluate_clean(model: RetrievalModel, data_cfg: DictConfig, cache: Path, spl
             "v2t_skewness": hubness_metrics(t2v.t(), k=min(10, len(pairs)))["skewness"]}
 
 
-def comp_term(cfg: DictConfig, model: RetrievalModel, n_captions: int, cache: Path) -> CompTerm | None:
+def text_trunk_cached(cfg: DictConfig) -> bool:
+    """Whether the whole text trunk is frozen, so its features of every training text are computed once."""
+    return bool(cfg.freeze_text_trunk) and not int(cfg.get("text_trunk_trainable_layers") or 0)
+
+
+def comp_term(cfg: DictConfig, model: RetrievalModel, captions: list[str], cache: Path) -> CompTerm | None:
     """The CompLoss term of a fine-tuning with ``comp_loss.weight`` > 0 (None otherwise)."""
+    from tta.comp.training import CHAIN, preference_chains
+
     node = cfg.get("comp_loss") or {}
     if not node.get("weight") or cfg.stage != "finetune":
         return None
-    if not cfg.freeze_text_trunk:
-        raise ValueError("comp_loss.weight > 0 needs freeze_text_trunk=true (the chains' texts are encoded once by "
-                         "the frozen trunk); set comp_loss.weight=0 or freeze_text_trunk=true")
-    from tta.comp.training import preference_chains
+    chains = preference_chains(cfg.data, cache, cfg.seed, list(node.get("chain") or CHAIN[1:]))
+    if len(chains) != len(captions):
+        raise ValueError(f"data={cfg.data.name}: {len(chains)} CompLoss chains for {len(captions)} training captions")
+    feats = None
+    if text_trunk_cached(cfg):
+        feats = cached_text_trunk(model, [t for chain in chains for t in chain], cache / "text")
+        feats = feats.unflatten(0, (len(chains), -1))
+    term = CompTerm(chains, float(node.weight), float(node.tau), feats, bool(node.get("reversed_video", False)))
+    term.opens_with_captions = all(chain[0] == caption for chain, caption in zip(chains, captions, strict=True))
+    return term
 
-    chains = preference_chains(cfg.data, cache, cfg.seed)
-    if len(chains) != n_captions:
-        raise ValueError(f"data={cfg.data.name}: {len(chains)} CompLoss chains for {n_captions} training captions")
-    feats = cached_text_trunk(model, [t for chain in chains for t in chain], cache / "text")
-    return CompTerm(feats.unflatten(0, (len(chains), -1)), float(node.weight), float(node.tau))
+
+def plateau_stop(cfg: DictConfig, cache: Path) -> PlateauStop | None:
+    """The plateau stop of a fine-tuning with ``plateau`` set (None otherwise: all ``steps`` run)."""
+    plateau = cfg.get("plateau") if cfg.stage == "finetune" else None
+    if not plateau:
+        return None
+    return PlateauStop(cfg.data, cache, int(plateau.every), int(plateau.patience), float(plateau.min_gain),
+                       plateau.get("subset"), EncodeSetting.of_trainer(cfg, workers=int(cfg.workers)))
 
 
 def train(cfg: DictConfig) -> Path:
@@ -308,6 +365,7 @@ def train(cfg: DictConfig) -> Path:
     from tta.utils.paths import cache_root
 
     quiet_lightning()
+    validate_config(cfg)
     own = (cfg.model.get("finetune_overrides") or {}) if cfg.stage == "finetune" else {}
     for k, v in own.items():  # the model's own fine-tuning options (the embedded zoo has applied them already)
         log.info("model.finetune_overrides: %s=%s", k, v)
@@ -325,28 +383,24 @@ def train(cfg: DictConfig) -> Path:
         # where CLIP's stay in a narrow cone with positive cosines (which HSM's reweighting presumes)
         with torch.no_grad():
             model.clip.logit_scale.fill_(math.log(float(cfg.logit_scale_init)))
-    _freeze_for_training(model, cfg.freeze_text_trunk)
+    _freeze_for_training(model, cfg.freeze_text_trunk, int(cfg.get("text_trunk_trainable_layers") or 0))
     clips, captions_of, captions = _load_training_data(cfg, model, cache)
     text_feats = tokens = None
-    if cfg.freeze_text_trunk:
+    if text_trunk_cached(cfg):
         text_feats = cached_text_trunk(model, captions, cache / "text", purpose=cfg.stage)
     else:
         tokens = model.tokenize(captions)
     module = ContrastiveModule(model, text_feats, tokens, cfg.lr, cfg.weight_decay, cfg.warmup, cfg.steps,
-                               cfg.freeze_text_trunk, comp_term(cfg, model, len(captions), cache))
+                               cfg.freeze_text_trunk, comp_term(cfg, model, captions, cache),
+                               cfg.get("text_trunk_lr"))
     loader = DataLoader(ClipSet(clips, captions_of, cfg.frames_per_sample, cfg.seed), batch_size=cfg.batch_size,
                         shuffle=True, drop_last=True, num_workers=0)
-    callbacks: list[L.Callback] = [StepProgress(f"training {cfg.stage}", int(cfg.steps))]
-    plateau = cfg.get("plateau") if cfg.stage == "finetune" else None
-    stop = None
-    if plateau:
-        stop = PlateauStop(cfg.data, cache, int(plateau.every), int(plateau.patience), float(plateau.min_gain),
-                           plateau.get("subset"), EncodeSetting.of_trainer(cfg, workers=int(cfg.workers)))
-        callbacks.append(stop)
+    stop = plateau_stop(cfg, cache)
     # inside a run's first-use set-up display, steps advance that display instead of Lightning's own bar
     trainer = L.Trainer(max_steps=cfg.steps, accelerator=cfg.accelerator, devices=1, logger=False,
                         enable_checkpointing=False, enable_model_summary=False, precision=cfg.precision,
-                        enable_progress_bar=bool(cfg.progress_bar) and not setup_active(), callbacks=callbacks,
+                        enable_progress_bar=bool(cfg.progress_bar) and not setup_active(),
+                        callbacks=[StepProgress(f"training {cfg.stage}", int(cfg.steps)), *([stop] if stop else [])],
                         log_every_n_steps=10, gradient_clip_val=1.0)
     start = time.time()
     trainer.fit(module, loader)
@@ -367,7 +421,14 @@ def train(cfg: DictConfig) -> Path:
 
 @hydra.main(config_path="conf", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    train(cfg)
+    try:
+        train(cfg)
+    except ConfigValueError as e:  # what the user can fix: one line and exit code 2, as python -m tta.run does
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        log.error("%s", e)
+        print(f"error: {e}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,34 @@ class RetrievalModel(nn.Module):
             return list(self.clip.text.proj.parameters())
         return [self.clip.text_projection]
 
+    def text_trunk_parameters(self) -> list[nn.Parameter]:
+        """Every parameter of :meth:`text_trunk` (what ``freeze_text_trunk`` freezes); for a native CLIP the text
+        modules sit on the CLIP module beside the vision tower, which is not part of it."""
+        if self.tower_cfg.arch == EMBEDDED:
+            head = {id(p) for p in self.text_head_parameters()}
+            return [p for p in self.clip.text.parameters() if id(p) not in head]
+        clip = self.clip
+        return [*clip.token_embedding.parameters(), clip.positional_embedding, *clip.transformer.parameters(),
+                *clip.ln_final.parameters()]
+
+    def text_trunk_blocks(self) -> list[nn.Module]:
+        """The transformer blocks of the text trunk, input side first."""
+        if self.tower_cfg.arch == EMBEDDED:
+            return list(self.clip.text.transformer.encoder.layer)
+        return list(self.clip.transformer.resblocks)
+
+    def text_trunk_top_parameters(self, layers: int) -> list[nn.Parameter]:
+        """Parameters of the top ``layers`` trunk blocks (their LayerNorms included) and of what follows them before
+        :meth:`text_head` (a CLIP text trunk's ``ln_final``; the embedded trunk's mean pooling has none)."""
+        blocks = self.text_trunk_blocks()
+        if not 0 < layers <= len(blocks):
+            raise ValueError(f"text_trunk_trainable_layers={layers}: this text trunk has {len(blocks)} blocks; "
+                             f"choose 1..{len(blocks)}, or 0 for a frozen trunk")
+        params = [p for block in blocks[-layers:] for p in block.parameters()]
+        if self.tower_cfg.arch != EMBEDDED:
+            params += list(self.clip.ln_final.parameters())
+        return params
+
     # ------------------------------------------------------------------------------------------ similarity
     def text_video_similarity(self, text: torch.Tensor, video: torch.Tensor) -> torch.Tensor:
         """Cosine similarity of every caption to every video.

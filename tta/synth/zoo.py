@@ -32,6 +32,13 @@ _VOLATILE = ("output", "progress_bar", "accelerator", "workers", "paths", "init"
 # dataset keys that do not change what a checkpoint learns (evaluation-time choices, scenario wiring)
 _DATA_VOLATILE = ("cross_source", "root_env", "split")
 
+# fine-tuning options whose default trains exactly what the recipe without them trains: left out of the key at that
+# default (likewise comp_loss.chain at the default chain and comp_loss.reversed_video off), so a checkpoint keyed
+# before the option existed is still found; a recipe's pretraining stage runs with them at their defaults, so it
+# starts from the shared pretrained model
+_DEFAULT_OFF = {"text_trunk_trainable_layers": 0, "text_trunk_lr": None}
+_DEFAULT_CHAIN = ["temp_reorder", "action_replace", "reorder_replaced"]
+
 
 def _recipe_key(cfg: DictConfig) -> str:
     plain = OmegaConf.to_container(cfg, resolve=True)
@@ -41,6 +48,14 @@ def _recipe_key(cfg: DictConfig) -> str:
         plain.pop("plateau", None)  # no plateau stop: the key of the fixed-budget recipe
     if plain.get("stage") == "pretrain" or not (plain.get("comp_loss") or {}).get("weight"):
         plain.pop("comp_loss", None)  # no CompLoss term in this stage: the key of the InfoNCE-only recipe
+    else:
+        if list(plain["comp_loss"].get("chain", _DEFAULT_CHAIN)) == _DEFAULT_CHAIN:
+            plain["comp_loss"].pop("chain", None)
+        if not plain["comp_loss"].get("reversed_video", True):
+            plain["comp_loss"].pop("reversed_video")
+    for k, default in _DEFAULT_OFF.items():
+        if k in plain and plain[k] == default:
+            plain.pop(k)
     for k in _DATA_VOLATILE:
         (plain.get("data") or {}).pop(k, None)
     reader = (plain.get("data") or {}).get("reader")
@@ -71,6 +86,8 @@ def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, c
     cfg = compose("train", [f"stage={stage}", *own, *(recipe or [])])
     OmegaConf.set_struct(cfg, False)
     if stage == "pretrain":
+        for k, default in _DEFAULT_OFF.items():
+            cfg[k] = default
         model_node["head"] = {"_target_": f"{MeanPHead.__module__}.{MeanPHead.__name__}"}
         model_node["name"] = "clip"
     cfg.model = model_node

@@ -184,6 +184,8 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("frames_per_sample", Int(1)),
     ("logit_scale_init", POSITIVE),
     ("eval_subset", Int(1, null="every pair")),
+    ("text_trunk_trainable_layers", Int(0)),
+    ("text_trunk_lr", Real(0, null="the lr of the rest")),
     ("comp_loss.weight", NON_NEGATIVE),
     ("comp_loss.tau", POSITIVE),
     ("pretrain_overrides.steps", Int(1)),
@@ -259,7 +261,35 @@ def _events_range(cfg: dict) -> str | None:
     return None
 
 
-RELATIONS: tuple[Callable[[dict], str | None], ...] = (_hubness_k_below_gallery, _events_range)
+def _text_trunk_training(cfg: dict) -> str | None:
+    """A training config's text-trunk options must describe one trunk: all frozen, its top blocks training, or all
+    training."""
+    layers, lr = _get(cfg, "text_trunk_trainable_layers"), _get(cfg, "text_trunk_lr")
+    frozen = _get(cfg, "freeze_text_trunk")
+    if layers and frozen is False:
+        return (f"text_trunk_trainable_layers={layers} with freeze_text_trunk=false: the whole trunk trains already; "
+                f"set freeze_text_trunk=true to train only its top blocks, or text_trunk_trainable_layers=0")
+    if lr is not None and frozen is True and not layers:
+        return (f"text_trunk_lr={lr} with a frozen text trunk (freeze_text_trunk=true, text_trunk_trainable_layers=0) "
+                f"trains nothing; set text_trunk_trainable_layers > 0 or text_trunk_lr=null")
+    return None
+
+
+# the negatives tta/comp/training.py can put in a CompLoss chain (its NEGATIVES; a test keeps the two equal)
+CHAIN_NEGATIVES = ("temp_reorder", "action_replace", "reorder_replaced")
+
+
+def _comp_chain(cfg: dict) -> str | None:
+    chain = _get(cfg, "comp_loss.chain")
+    if chain is None:
+        return None
+    if not isinstance(chain, list) or not chain or any(n not in CHAIN_NEGATIVES for n in chain):
+        return f"comp_loss.chain={chain}: expected a non-empty list of {', '.join(CHAIN_NEGATIVES)}"
+    return None
+
+
+RELATIONS: tuple[Callable[[dict], str | None], ...] = (_hubness_k_below_gallery, _events_range, _text_trunk_training,
+                                                      _comp_chain)
 
 
 def validate_config(cfg: Any) -> None:
