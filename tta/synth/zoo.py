@@ -36,7 +36,7 @@ _DATA_VOLATILE = ("cross_source", "root_env", "split")
 # default (likewise comp_loss.chain at the default chain and comp_loss.reversed_video off), so a checkpoint keyed
 # before the option existed is still found; a recipe's pretraining stage runs with them at their defaults, so it
 # starts from the shared pretrained model
-_DEFAULT_OFF = {"text_trunk_trainable_layers": 0, "text_trunk_lr": None}
+_DEFAULT_OFF = {"text_trunk_trainable_layers": 0, "text_trunk_lr": None, "plateau": None}
 _DEFAULT_CHAIN = ["temp_reorder", "action_replace", "reorder_replaced"]
 
 
@@ -44,8 +44,6 @@ def _recipe_key(cfg: DictConfig) -> str:
     plain = OmegaConf.to_container(cfg, resolve=True)
     for k in _VOLATILE:
         plain.pop(k, None)
-    if plain.get("stage") == "pretrain" or not plain.get("plateau"):
-        plain.pop("plateau", None)  # no plateau stop: the key of the fixed-budget recipe
     if plain.get("stage") == "pretrain" or not (plain.get("comp_loss") or {}).get("weight"):
         plain.pop("comp_loss", None)  # no CompLoss term in this stage: the key of the InfoNCE-only recipe
     else:
