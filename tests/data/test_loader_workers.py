@@ -68,3 +68,19 @@ def test_shift_device_resolution():
     assert resolve_shift_device("auto", "auto", workers=2).type == "cpu"  # workers perturb on their CPUs
     with pytest.raises(BadInputError, match="shift.device must be one of"):
         loader_workers(OmegaConf.create({"loader_workers": 2, "shift": {"device": "gpu"}}))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_decoding_in_workers_leaves_the_global_generator_alone(tmp_path, workers):
+    """A worker loader draws its base seed from torch's global generator; the frame cache's decoding must not move
+    it, or the worker count (and whether the cache was already warm) would change the training that follows."""
+    from tests.shifts.video.video_shift_env import textured_clip, write_clip
+    from tta.data.cache import FrameCache
+
+    paths = [write_clip(tmp_path / f"v{i}.mp4", textured_clip(t=8, h=16, w=16, seed=i)) for i in range(3)]
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    frames = FrameCache(tmp_path / "fc", 4)
+    frames.warm(paths, "decoding test videos", workers)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert all(frames.get(p).shape[0] == 4 for p in paths)

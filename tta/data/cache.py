@@ -123,7 +123,9 @@ class FrameCache:
 
             loader = DataLoader(missing, batch_size=None, num_workers=min(workers, len(missing)),
                                 collate_fn=self._decode_entry)
-            with fork_safe():
+            # a worker loader draws its base seed from torch's global generator: decoding must not move it, or the
+            # worker count would change what is trained or adapted after it
+            with fork_safe(), torch.random.fork_rng(devices=[]):
                 for _ in progress_iter(loader, len(missing), description):
                     pass
             return
