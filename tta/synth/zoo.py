@@ -134,11 +134,12 @@ def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | Non
     return path
 
 
-# Seconds per unit of work of each first-use stage on the reference machine (2-core CPU, embedded CLIP4Clip on synth:
-# 500 pretraining steps of 256 images, 500 fine-tuning steps of 128 clips x 4 frames, 3,600 videos). They set the
-# stages' shares of the set-up bar; its ETA rescales them by the speed measured so far.
-_COST_S = {"corpus image": 10 / 6000, "pretrain step": 107 / 500, "rendered video": 31 / 3600,
-           "decoded video": 18 / 2400, "caption": 18 / 7200, "finetune step": 187 / 500}
+# Seconds per unit of work of each first-use stage on the reference machine (a quiet 2-core CPU, embedded CLIP4Clip on
+# synth: 500 pretraining steps of 256 images, 500 fine-tuning steps of 128 clips x 4 frames, 3,600 videos;
+# docs/results/first-run-time.md). They set the stages' shares of the set-up bar; its ETA rescales them by the speed
+# measured so far.
+_COST_S = {"corpus image": 4 / 6000, "pretrain step": 65 / 500, "rendered video": 25 / 3600,
+           "decoded video": 11 / 2400, "caption": 10 / 6000, "finetune step": 124 / 500}
 
 
 def _synth_root(data_cfg: DictConfig, cache: Path) -> tuple[Path, int, int, int] | None:
