@@ -84,10 +84,11 @@ class CompTerm:
     """
 
     def __init__(self, chains: list[tuple[str, ...]], weight: float, tau: float,
-                 chain_feats: torch.Tensor | None = None, reversed_video: bool = False):
+                 chain_feats: torch.Tensor | None = None, reversed_video: bool = False,
+                 opens_with_captions: bool = False):
         self.chains, self.chain_feats, self.weight, self.tau = chains, chain_feats, weight, tau
         self.reversed_video = reversed_video
-        self.opens_with_captions = False  # each chain's positive is its training caption (set by comp_term)
+        self.opens_with_captions = opens_with_captions  # each chain's positive is its training caption
 
     def chain_embeddings(self, model: RetrievalModel, cap_idx: torch.Tensor, device: torch.device,
                          positive: torch.Tensor | None = None) -> torch.Tensor:
@@ -344,9 +345,8 @@ def comp_term(cfg: DictConfig, model: RetrievalModel, captions: list[str], cache
     if text_trunk_cached(cfg):
         feats = cached_text_trunk(model, [t for chain in chains for t in chain], cache / "text")
         feats = feats.unflatten(0, (len(chains), -1))
-    term = CompTerm(chains, float(node.weight), float(node.tau), feats, bool(node.get("reversed_video", False)))
-    term.opens_with_captions = all(chain[0] == caption for chain, caption in zip(chains, captions, strict=True))
-    return term
+    opens = all(chain[0] == caption for chain, caption in zip(chains, captions, strict=True))
+    return CompTerm(chains, float(node.weight), float(node.tau), feats, bool(node.get("reversed_video", False)), opens)
 
 
 def plateau_stop(cfg: DictConfig, cache: Path) -> PlateauStop | None:

@@ -44,8 +44,7 @@ def chains() -> list[tuple[str, ...]]:
 def fit(model: RetrievalModel, trainable_layers: int, text_trunk_lr: float | None) -> None:
     _freeze_for_training(model, True, trainable_layers)
     clips = [torch.randn(TINY_FRAMES, 3, TINY_SIZE, TINY_SIZE).half() for _ in CAPTIONS]
-    comp = CompTerm(chains(), weight=1.0, tau=0.05)
-    comp.opens_with_captions = True
+    comp = CompTerm(chains(), weight=1.0, tau=0.05, opens_with_captions=True)
     module = ContrastiveModule(model, None, model.tokenize(CAPTIONS), lr=1e-2, weight_decay=0.1, warmup=1, steps=2,
                                freeze_text_trunk=True, comp=comp, text_trunk_lr=text_trunk_lr)
     loader = DataLoader(ClipSet(clips, [[i] for i in range(len(CAPTIONS))], TINY_FRAMES, seed=0), batch_size=4)
