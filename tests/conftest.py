@@ -77,6 +77,7 @@ HEAVY_TESTS = {
     "tests/shifts/video/test_shift_video_mid_high.py::test_blur_grows_with_severity_on_a_real_video": "real sample MP4",
     "tests/models/test_models.py::test_checkpoint_round_trip_and_wrong_architecture": "embedded model save/load",
     "tests/models/test_convert.py::test_convert_official_checkpoint": "full-size official checkpoints",
+    "tests/test_first_run_benchmark.py::test_tiny_first_run_splits_into_its_stages": "whole tta.run, first use",
 }
 
 
