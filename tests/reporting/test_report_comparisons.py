@@ -192,3 +192,35 @@ def test_win_tie_loss_table_gives_the_mean_and_the_worst_cell(tmp_path):
     [note] = wtl.notes
     assert note.startswith("worst cell of clip4clip tent: synth v2t qs fog s5, Δ -5.0 [")
     assert "| 2.50 | -5.0 |" in wtl.to_markdown()
+
+
+def test_the_whole_matrix_pools_every_backbone_with_each_cell_weighing_the_same(tmp_path):
+    """With two backbones a second tally adds them up: clip4clip's gaussian (+10) and fog (-5) cells and xpool's
+    gaussian (+5) cell give 2 wins, 1 loss, mean (10 - 5 + 5) / 3 and the fog cell as the worst, named with its
+    backbone. With one backbone there is no second tally."""
+    rng = np.random.default_rng(5)
+    for model, shift, delta in (("clip4clip", "gaussian", 40), ("clip4clip", "fog", -20), ("xpool", "gaussian", 20)):
+        base = np.zeros(N, bool)
+        base[:120] = True
+        arm = base.copy()
+        if delta > 0:
+            arm[120:120 + delta] = True
+        else:
+            arm[:-delta] = False
+        write_run(tmp_path, model=model, adapter="source", shift=shift, ranks=ranks_with_hits(base, rng))
+        write_run(tmp_path, model=model, adapter="tent", shift=shift, ranks=ranks_with_hits(arm, rng))
+    comparisons = build_report(tmp_path, tmp_path / "r", resamples=300)["comparisons"]
+    per_model, pooled = comparisons[1], comparisons[2]
+    assert "every backbone together" in pooled.title and "every backbone" not in per_model.title
+    row = pooled.frame.loc[("all", "tent")]
+    assert (row[("", "wins")], row[("", "ties")], row[("", "losses")]) == (2, 0, 1)
+    assert row[("", "mean Δ")] == pytest.approx((10 - 5 + 5) / 3)
+    assert row[("", "worst Δ")] == pytest.approx(-5)
+    [note] = pooled.notes
+    assert note.startswith("worst cell of all tent: clip4clip synth v2t qs fog s5, Δ -5.0 [")
+    single = tmp_path / "one"
+    for arm, hits in (("source", 120), ("tent", 160)):
+        ranks = np.zeros(N, bool)
+        ranks[:hits] = True
+        write_run(single, adapter=arm, ranks=ranks_with_hits(ranks, rng))
+    assert len(build_report(single, single / "r", resamples=300)["comparisons"]) == 2

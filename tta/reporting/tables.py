@@ -492,6 +492,23 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
                              f"points of {metric}; 95 % hierarchical bootstrap interval over seeds then queries; "
                              f"p of the paired sign-flip test; ▲/▼ only where the interval excludes 0"), digits={labels[3]: 3, "seeds": 0, f"seeds {against}": 0,
                                                                "queries": 0}))
+    out.append(_wtl_table(tally, diffs, f"wins / ties / losses against {against} over all cells ({metric})"))
+    if len({m for m, _ in tally}) > 1:  # the whole matrix, each cell of every backbone weighing the same
+        pooled_tally: dict = {}
+        pooled_diffs: dict = {}
+        for (_, cfg), t in tally.items():
+            p = pooled_tally.setdefault(("all", cfg), dict.fromkeys(t, 0))
+            for w, n in t.items():
+                p[w] += n
+        for (_, cfg), d in diffs.items():
+            pooled_diffs.setdefault(("all", cfg), []).extend(d)
+        out.append(_wtl_table(pooled_tally, pooled_diffs, f"wins / ties / losses against {against} over all cells "
+                                                          f"of every backbone together ({metric})"))
+    return out
+
+
+def _wtl_table(tally: dict, diffs: dict, title: str) -> Table:
+    """The win/tie/loss count, the mean difference and the worst cell per (model, config) of ``tally``."""
     order = sorted(tally, key=lambda mc: (mc[0], ADAPTER_ORDER.index(mc[1]) if mc[1] in ADAPTER_ORDER else 99, mc[1]))
     # the mean over paired cells (each cell weighs the same) and the worst cell: a method that wins often but loses
     # badly once must show it beside its count
@@ -503,16 +520,14 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
                        columns=pd.MultiIndex.from_tuples([("", "wins"), ("", "ties"), ("", "losses"),
                                                           ("", "not paired"), ("", "mean Δ"), ("", "worst Δ")]),
                        dtype=float)
-    notes = [f"worst cell of {m} {cfg}: {' '.join(str(x) for x in label[:3])} {label[5]}, Δ {c.diff:.1f} "
-             f"[{c.low:.1f}, {c.high:.1f}]" for (m, cfg), (_, label, c) in
-             ((k, worst[k]) for k in order if k in worst)]
-    out.append(Table(f"wins / ties / losses against {against} over all cells ({metric})", wtl, "count", 1, (),
-                     default_digits=0, digits={"mean Δ": 2, "worst Δ": 1}, notes=notes,
-                     about="a win or loss: the paired 95 % interval lies wholly above or below 0; "
-                           "a tie: it spans 0; not paired: a run without per-query ranks, or "
-                           "the two arms start from different source weights; mean Δ: the mean difference over "
-                           "the paired cells, each cell weighing the same; worst Δ: the lowest cell"))
-    return out
+    notes = [f"worst cell of {m} {cfg}: {label[3] + ' ' if m == 'all' else ''}"
+             f"{' '.join(str(x) for x in label[:3])} {label[5]}, Δ {c.diff:.1f} [{c.low:.1f}, {c.high:.1f}]"
+             for (m, cfg), (_, label, c) in ((k, worst[k]) for k in order if k in worst)]
+    return Table(title, wtl, "count", 1, (), default_digits=0, digits={"mean Δ": 2, "worst Δ": 1}, notes=notes,
+                 about="a win or loss: the paired 95 % interval lies wholly above or below 0; "
+                       "a tie: it spans 0; not paired: a run without per-query ranks, or "
+                       "the two arms start from different source weights; mean Δ: the mean difference over "
+                       "the paired cells, each cell weighing the same; worst Δ: the lowest cell")
 
 
 LIST_COLUMNS = (("R@1", "R@1", 1), ("R@1 raw", "R@1 before refinement", 1), ("R@5", "R@5", 1),
