@@ -13,8 +13,10 @@ def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", s
               ranks=None, model: str = "clip4clip", task: str = "v2t", failed=None, ms: float = 10.0,
               adapt_share: float = 0.0, peak_rss_mb: float = 900.0, num_gallery: int = 100,
               shift_seed: int | None = None, with_ranks: bool = True, source_weights: str | None = None,
-              raw: tuple[float, float] | None = None) -> Path:
-    """One run: R@K and the per-query ranks agree (R@1 = 100 * share of rank 1)."""
+              raw: tuple[float, float] | None = None, stream: list[tuple[str, int]] | None = None) -> Path:
+    """One run: R@K and the per-query ranks agree (R@1 = 100 * share of rank 1). With ``stream`` (shift, severity
+    pairs) it is a continual stream: the ranks are split evenly into its shifts, whose queries repeat the same ids,
+    and results.json has their "segments", as the runner writes them."""
     ranks = np.asarray(ranks, dtype=np.int32)
     failed = np.zeros(len(ranks), bool) if failed is None else np.asarray(failed, bool)
     d = root / f"{model}_{task}_{adapter}_{shift}_s{severity}_seed{seed}"
@@ -30,12 +32,20 @@ def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", s
            "cost": {"ms_per_query": ms, "adapt_share": adapt_share, "peak_rss_mb": peak_rss_mb, "peak_gpu_mb": None}}
     if source_weights is not None:
         res["source_weights"] = source_weights
+    n_seg = len(stream) if stream else 1
+    per = len(ranks) // n_seg
+    if stream:
+        res.update(scenario="continual", shift="stream", severity=0, num_queries=per)
+        res["segments"] = [{"shift": sh, "severity": sev, "failed_rows": 0, "hubness": {"skewness": 1.0 + i, "k": 10},
+                            "retrieval": {f"R@{k}": float(100 * np.mean(ranks[i * per:(i + 1) * per] <= k))
+                                          for k in (1, 5, 10, 50)}} for i, (sh, sev) in enumerate(stream)]
     if raw is not None:  # a refining method's (R@1, skewness) before refinement
         res["retrieval_raw"], res["hubness_raw"] = {"R@1": raw[0]}, {"skewness": raw[1], "k": 10}
     (d / "results.json").write_text(json.dumps(res))
     if with_ranks:
-        np.savez(d / "query_ranks.npz", query_id=np.array([f"video{i}" for i in range(len(ranks))]),
-                 segment=np.zeros(len(ranks), np.int16), rank=ranks, failed=failed, num_gallery=np.int64(num_gallery))
+        np.savez(d / "query_ranks.npz", query_id=np.array([f"video{i % per}" for i in range(len(ranks))]),
+                 segment=(np.arange(len(ranks)) // per).astype(np.int16), rank=ranks, failed=failed,
+                 num_gallery=np.int64(num_gallery))
     return d
 
 

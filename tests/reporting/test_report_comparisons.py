@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.reporting.synthetic_runs import ranks_with_hits, write_run
 from tta.report import build_report
 from tta.report import main as report_main
-from tta.reporting.collect import export_rows, load_runs
+from tta.reporting.collect import export_rows, load_rows, load_runs
 from tta.reporting.pages import render_tables
 from tta.reporting.tables import compare_cells, list_table, paper_tables
 
@@ -224,3 +225,31 @@ def test_the_whole_matrix_pools_every_backbone_with_each_cell_weighing_the_same(
         ranks[:hits] = True
         write_run(single, adapter=arm, ranks=ranks_with_hits(ranks, rng))
     assert len(build_report(single, single / "r", resamples=300)["comparisons"]) == 2
+
+
+def test_continual_streams_split_into_shifts_with_their_own_intervals(tmp_path):
+    """--segments gives each shift of a continual stream its own row and paired interval, from the stream's
+    query ranks: an arm that equals source on the mild shift and is clearly better on the severe one ties the
+    first and wins the second, while the whole stream is one cell. A row file keeps the shifts and their ranks."""
+    rng = np.random.default_rng(2)
+    stream = [("gaussian", 1), ("gaussian", 5)]
+    mild, severe = rng.random(N) < 0.4, rng.random(N) < 0.2
+    better = severe.copy()
+    better[np.flatnonzero(~severe)[:80]] = True  # +20 points on the severe shift only
+    write_run(tmp_path, adapter="source", ranks=ranks_with_hits(np.r_[mild, severe], rng), stream=stream)
+    write_run(tmp_path, adapter="hatvtr", ranks=ranks_with_hits(np.r_[mild, better], rng), stream=stream)
+    whole, _ = load_runs([tmp_path])
+    assert list(whole["shift"]) == ["stream", "stream"]
+    split, _ = load_runs([tmp_path], segments=True)
+    assert sorted(zip(split["config"], split["shift"], split["severity"], strict=True)) == [
+        ("hatvtr", "gaussian", 1), ("hatvtr", "gaussian", 5), ("source", "gaussian", 1), ("source", "gaussian", 5)]
+    src5 = split[(split["config"] == "source") & (split["severity"] == 5)].iloc[0]
+    assert src5["R@1"] == pytest.approx(100 * severe.mean()) and src5["skewness"] == 2.0
+    assert len(src5["queries"].rank) == N and pd.isna(src5["RSUM"]) is False
+    rows = export_rows(whole, tmp_path / "rows.jsonl")
+    for frame in (split, load_rows([rows], segments=True)):
+        comps, missing = compare_cells(frame, "source", resamples=300)
+        marks = {k[8]: c.mark for k, c in comps.items()}  # by severity
+        assert not missing and marks == {1: "tie", 5: "better"}
+        [diff5] = [c.diff for k, c in comps.items() if k[8] == 5]
+        assert diff5 == pytest.approx(20.0)

@@ -70,8 +70,11 @@ def _ranks(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
+def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, list[dict]]:
     """All complete runs under ``root`` and the failed jobs (``error.txt`` without results.json).
+
+    With ``segments`` a continual stream gives one row per shift of the stream instead of its "stream" row, with
+    that shift's metrics and its queries' ranks (so each shift gets its own paired interval).
 
     Returns:
         (runs, failures): ``runs`` has one row per results.json with the identity columns (data, task, scenario,
@@ -117,6 +120,13 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
         row["source_weights"] = res.get("source_weights")
         row.update(effect_columns(res))
         row.update(provenance_columns(res.get("provenance") or {}))
+        row["segments"] = stream_segments(res.get("segments"), row["queries"])
+        if segments and row["segments"]:  # the stream's own whole-stream numbers do not describe one shift
+            whole = dict.fromkeys([*res["retrieval"], *res["hubness"], "RSUM", "ms_per_query", "neg_share",
+                                   *(f"{k} raw" for k in RAW)])
+            rows += [{**row, **whole, **part, "level": shift_level(part["shift"]), "segments": None}
+                     for part in row["segments"]]
+            continue
         rows.append(row)
     for err in sorted(root.rglob("error.txt")):
         if not (err.parent / "results.json").exists():
@@ -124,6 +134,22 @@ def load_sweep(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
     if not rows:
         raise ValueError(f"no results.json under {root}: no run finished there (failed jobs: {len(failures)})")
     return _finish(pd.DataFrame(rows)), failures
+
+
+def stream_segments(segments: list[dict] | None, queries: QueryRanks | None) -> list[dict] | None:
+    """The shifts of a continual stream (results.json "segments") as flat metric rows: shift, severity, R@1, R@5,
+    R@10, skewness and the shift's own query ranks (None where the run recorded no per-query segment)."""
+    if not segments:
+        return None
+    out = []
+    for i, g in enumerate(segments):
+        ret = g.get("retrieval") or g  # results.json nests the metrics; row files keep them flat
+        part = queries.select(queries.segment == i) if queries is not None and queries.segment is not None else None
+        out.append({"shift": g["shift"], "severity": 0 if g["shift"] == "clean" else int(g["severity"]),
+                    "R@1": ret["R@1"], "R@5": ret.get("R@5"), "R@10": ret.get("R@10"),
+                    "skewness": (g.get("hubness") or {}).get("skewness", g.get("skewness")),
+                    "queries": part if part is not None and len(part.rank) else None})
+    return out
 
 
 def _finish(df: pd.DataFrame) -> pd.DataFrame:
@@ -135,7 +161,7 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     config = adapter, one_to_one protocol, no per-query ranks, no failed rows, unknown cost."""
     df = df.copy()
     defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
-                "queries": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None,
+                "queries": None, "segments": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None,
                 **{f"{k} raw": None for k in RAW},
                 **dict.fromkeys(COST),
                 **dict.fromkeys(EFFECT)}
@@ -242,8 +268,10 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
             parts = [(r["shift"], r["severity"], r)]
             if base["scenario"] == "continual":
                 parts = [("stream", 0, r)]
+                base["segments"] = _row_segments(r.get("segments"))
                 if segments and r.get("segments"):
                     parts = [(g["shift"], g["severity"], g) for g in r["segments"]]
+                    base["segments"] = None
                     base["ms_per_query"] = base["neg_share"] = None  # measured over the whole stream only
                     base.update({f"{k} raw": None for k in RAW})
             for shift, severity, metrics in parts:
@@ -257,6 +285,15 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
     if not out:
         raise ValueError(f"no rows in {', '.join(map(str, files))}")
     return _finish(pd.DataFrame(list(out.values())))
+
+
+def _row_segments(segments: list[dict] | None) -> list[dict] | None:
+    """A row file's stream "segments" in :func:`stream_segments`' form (ranks decoded), to be written out again."""
+    if not segments:
+        return None
+    return [{"shift": g["shift"], "severity": g["severity"], "R@1": g["R@1"], "R@5": g.get("R@5"),
+             "R@10": g.get("R@10"), "skewness": g.get("skewness"),
+             "queries": QueryRanks.decode(g["per_query"]) if g.get("per_query") else None} for g in segments]
 
 
 def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) -> Path:
@@ -293,6 +330,10 @@ def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) ->
             row["raw"] = {k: (None if pd.isna(r.get(f"{k} raw")) else float(r[f"{k} raw"])) for k in RAW}
         if isinstance(r.get("queries"), QueryRanks):
             row["per_query"] = r["queries"].encode()
+        if isinstance(r.get("segments"), list):  # a continual stream: its shifts, for --segments
+            row["segments"] = [{**{k: v for k, v in g.items() if k != "queries"},
+                                **({"per_query": g["queries"].encode()} if g.get("queries") is not None else {})}
+                               for g in r["segments"]]
         lines.append(json.dumps(row))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -307,7 +348,7 @@ def load_runs(sources, segments: bool = False) -> tuple[pd.DataFrame, list[dict]
     rows = [Path(s) for s in sources if str(s).endswith(".jsonl")]
     for s in sources:
         if not str(s).endswith(".jsonl"):
-            df, fail = load_sweep(s)
+            df, fail = load_sweep(s, segments)
             frames.append(df)
             failures += fail
     if rows:

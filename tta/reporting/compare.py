@@ -77,6 +77,12 @@ class QueryRanks:
             out.append(q if seen[q] == 1 else f"{q}#{seen[q]}")
         return np.array(out)
 
+    def select(self, mask: np.ndarray) -> QueryRanks:
+        """The queries where ``mask`` is true (e.g. one shift of a continual stream: ``segment == i``)."""
+        pick = lambda a: None if a is None else a[mask]  # noqa: E731
+        return QueryRanks(self.query_id[mask], self.rank[mask], self.failed[mask], self.num_gallery,
+                          pick(self.rank_raw), pick(self.segment))
+
     # --- the compact form of a row file ("per_query", docs/outputs.md) ----------------------------------------
     def encode(self) -> dict:
         """JSON-ready compact copy: ids newline-joined, ranks little-endian int32 and failed flags bit-packed,
@@ -88,6 +94,8 @@ class QueryRanks:
                "failed": pack(np.packbits(self.failed.astype(bool)).tobytes())}
         if self.rank_raw is not None:
             out["rank_raw"] = pack(self.rank_raw.astype("<i4").tobytes())
+        if self.segment is not None:
+            out["segment"] = pack(self.segment.astype("<i2").tobytes())
         return out
 
     @classmethod
@@ -98,9 +106,10 @@ class QueryRanks:
         rank = np.frombuffer(unpack(d["rank"]), dtype="<i4").astype(np.int32)
         failed = np.unpackbits(np.frombuffer(unpack(d["failed"]), dtype=np.uint8))[:n].astype(bool)
         raw = np.frombuffer(unpack(d["rank_raw"]), dtype="<i4").astype(np.int32) if d.get("rank_raw") else None
+        seg = np.frombuffer(unpack(d["segment"]), dtype="<i2").astype(np.int16) if d.get("segment") else None
         if not (len(ids) == len(rank) == len(failed) == n):
             raise ValueError(f"per_query data of {n} queries holds {len(ids)} ids and {len(rank)} ranks")
-        return cls(ids, rank, failed, int(d["num_gallery"]), raw)
+        return cls(ids, rank, failed, int(d["num_gallery"]), raw, seg)
 
 
 @dataclass
