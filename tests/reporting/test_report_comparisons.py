@@ -170,18 +170,24 @@ def test_robustness_of_meaningless_metrics_is_refused(sweep, tmp_path, capsys, m
                         "--resamples", "100"]) == 0
 
 
+def _pair_with_delta(delta: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rank-1 hits of a source arm (the first 120 of N queries) and of an arm with ``delta`` more (or fewer)."""
+    base = np.zeros(N, bool)
+    base[:120] = True
+    arm = base.copy()
+    if delta > 0:
+        arm[120:120 + delta] = True
+    else:
+        arm[:-delta] = False
+    return base, arm
+
+
 def test_win_tie_loss_table_gives_the_mean_and_the_worst_cell(tmp_path):
     """Over two cells (gaussian: +10 points, fog: -5 points) the tally row carries mean Δ = 2.5 and worst Δ = -5,
     and a note names the fog cell with its interval."""
     rng = np.random.default_rng(11)
     for shift, delta in (("gaussian", 40), ("fog", -20)):
-        base = np.zeros(N, bool)
-        base[:120] = True
-        arm = base.copy()
-        if delta > 0:
-            arm[120:120 + delta] = True
-        else:
-            arm[:-delta] = False
+        base, arm = _pair_with_delta(delta)
         write_run(tmp_path, adapter="source", shift=shift, ranks=ranks_with_hits(base, rng))
         write_run(tmp_path, adapter="tent", shift=shift, ranks=ranks_with_hits(arm, rng))
     rep = build_report(tmp_path, tmp_path / "r", resamples=300)
@@ -201,13 +207,7 @@ def test_the_whole_matrix_pools_every_backbone_with_each_cell_weighing_the_same(
     backbone. With one backbone there is no second tally."""
     rng = np.random.default_rng(5)
     for model, shift, delta in (("clip4clip", "gaussian", 40), ("clip4clip", "fog", -20), ("xpool", "gaussian", 20)):
-        base = np.zeros(N, bool)
-        base[:120] = True
-        arm = base.copy()
-        if delta > 0:
-            arm[120:120 + delta] = True
-        else:
-            arm[:-delta] = False
+        base, arm = _pair_with_delta(delta)
         write_run(tmp_path, model=model, adapter="source", shift=shift, ranks=ranks_with_hits(base, rng))
         write_run(tmp_path, model=model, adapter="tent", shift=shift, ranks=ranks_with_hits(arm, rng))
     comparisons = build_report(tmp_path, tmp_path / "r", resamples=300)["comparisons"]
