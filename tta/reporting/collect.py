@@ -121,19 +121,22 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
         row.update(effect_columns(res))
         row.update(provenance_columns(res.get("provenance") or {}))
         row["segments"] = stream_segments(res.get("segments"), row["queries"])
-        if segments and row["segments"]:  # the stream's own whole-stream numbers do not describe one shift
-            whole = dict.fromkeys([*res["retrieval"], *res["hubness"], "RSUM", "ms_per_query", "neg_share",
-                                   *(f"{k} raw" for k in RAW)])
-            rows += [{**row, **whole, **part, "level": shift_level(part["shift"]), "segments": None}
-                     for part in row["segments"]]
-            continue
-        rows.append(row)
+        rows += _split_stream(row, res) if segments and row["segments"] else [row]
     for err in sorted(root.rglob("error.txt")):
         if not (err.parent / "results.json").exists():
             failures.append({"dir": str(err.parent), "error": err.read_text().strip().splitlines()[-1:]})
     if not rows:
         raise ValueError(f"no results.json under {root}: no run finished there (failed jobs: {len(failures)})")
     return _finish(pd.DataFrame(rows)), failures
+
+
+def _split_stream(row: dict, res: dict) -> list[dict]:
+    """One row per shift of a continual stream's ``row``; the whole stream's own numbers (R@50, MdR, the other
+    hubness measures, cost) do not describe one shift and are left empty."""
+    whole = dict.fromkeys([*res["retrieval"], *res["hubness"], "RSUM", "ms_per_query", "neg_share",
+                           *(f"{k} raw" for k in RAW)])
+    return [{**row, **whole, **part, "level": shift_level(part["shift"]), "segments": None}
+            for part in row["segments"]]
 
 
 def stream_segments(segments: list[dict] | None, queries: QueryRanks | None) -> list[dict] | None:
