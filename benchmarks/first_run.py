@@ -66,8 +66,8 @@ def stage_table(events: list[tuple[float, str]], samples: list[tuple[float, floa
     ``events`` mark where each stage starts (the first begins at ``t_start``: the log's first event names what
     came before it); ``samples`` are (epoch seconds, busy cores over the interval ending there).
     """
-    names = ["start-up (imports, config, planning)"] + [name for _, name in events[1:]] if events else ["run"]
-    starts = [t_start] + [t for t, _ in events[1:]] if events else [t_start]
+    names = [name for _, name in events] or ["run"]
+    starts = [t_start] + [t for t, _ in events[1:]]
     rows = []
     for i, name in enumerate(names):
         a, b = starts[i], starts[i + 1] if i + 1 < len(starts) else t_end

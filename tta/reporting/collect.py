@@ -146,11 +146,10 @@ def stream_segments(segments: list[dict] | None, queries: QueryRanks | None) -> 
         return None
     out = []
     for i, g in enumerate(segments):
-        ret = g.get("retrieval") or g  # results.json nests the metrics; row files keep them flat
         part = queries.select(queries.segment == i) if queries is not None and queries.segment is not None else None
         out.append({"shift": g["shift"], "severity": 0 if g["shift"] == "clean" else int(g["severity"]),
-                    "R@1": ret["R@1"], "R@5": ret.get("R@5"), "R@10": ret.get("R@10"),
-                    "skewness": (g.get("hubness") or {}).get("skewness", g.get("skewness")),
+                    "R@1": g["retrieval"]["R@1"], "R@5": g["retrieval"].get("R@5"),
+                    "R@10": g["retrieval"].get("R@10"), "skewness": (g.get("hubness") or {}).get("skewness"),
                     "queries": part if part is not None and len(part.rank) else None})
     return out
 
