@@ -11,14 +11,16 @@ from omegaconf import OmegaConf
 
 from tta.comp.disrupt import action_replace, join_events, positive_text, seg_mismatch
 from tta.data.readers.activitynet import read_activitynet_events
-from tta.synth.multi_event import CompSynthConfig, visual_class
-from tta.synth.vocab import MOTIONS
+from tta.synth.build import derive_rng
+from tta.synth.multi_event import CompSynthConfig, render_events, visual_class
+from tta.synth.scene import sample_scene
+from tta.synth.vocab import COLOURS, MOTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_synth_comp_clip_matches_its_events(tmp_path):
-    cfg = CompSynthConfig(n_train=1, n_val=0, n_test=1, frames_per_event=6)
+    cfg = CompSynthConfig(n_train=1, n_val=0, n_test=1, frames_per_event=6, recolour_events=False)
     (tmp_path / "videos").mkdir()
     record = cfg.make_video(1, tmp_path)
     motions = record["scene"]["motions"]
@@ -38,6 +40,34 @@ def test_synth_comp_clip_matches_its_events(tmp_path):
     from tta.media.video import video_frame_count
 
     assert video_frame_count(tmp_path / "videos" / "video1.mp4") == record["num_frames"]
+
+
+def test_recoloured_events_show_their_colour_in_order_and_keep_the_motion_replaceable(tmp_path):
+    cfg = CompSynthConfig(n_train=1, n_val=0, n_test=3, frames_per_event=4)
+    (tmp_path / "videos").mkdir()
+    for i in range(1, 3):
+        record = cfg.make_video(i, tmp_path)
+        colours, motions = record["scene"]["colours"], record["scene"]["motions"]
+        assert len(set(colours)) == len(colours) == len(motions)
+        described = record["events"][0]
+        assert not any(word in described["prefix"].split() for c in COLOURS for word in COLOURS[c][1])
+        for colour, motion, event in zip(colours, motions, described["events"], strict=True):
+            assert event["text"].endswith(f" and {event['action']}") and event["action"] in MOTIONS[motion]
+            assert any(word in event["text"].split() for word in COLOURS[colour][1])
+        # the rendered object's centre pixel has the event's colour in every frame of its segment
+        scene = sample_scene(derive_rng(cfg.seed, cfg.name, i, "scene"), style=cfg.style, p_second=0.0)
+        assert scene.to_dict().items() <= record["scene"].items()
+        frames, boxes = render_events(scene, motions, 4, colours)
+        for t, box in enumerate(boxes):
+            if box is None:
+                continue
+            x, y = int((box[0] + box[2]) / 2), int((box[1] + box[3]) / 2)
+            pixel = frames[t, y, x].astype(float)  # the shading moves a pixel by a few levels; colours differ by 90+
+            nearest = min(COLOURS, key=lambda c: np.abs(pixel - np.asarray(COLOURS[c][0], float)).max())
+            assert nearest == colours[t // 4], (t, colours)
+    # the motion-only dataset keeps the key its checkpoints were trained under
+    assert CompSynthConfig(recolour_events=False).key() == "synth_comp-5b66c6fd06"
+    assert CompSynthConfig().key() != CompSynthConfig(recolour_events=False).key()
 
 
 def _anet_root(tmp_path: Path) -> Path:
