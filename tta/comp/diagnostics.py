@@ -1,0 +1,119 @@
+"""Where a multi-event paragraph's order survives: a linear read-out of the frozen text trunk's features.
+
+The embedded text tower is the frozen all-MiniLM-L6-v2 trunk (masked mean of its last hidden states) followed by a
+trained linear projection, so whatever order information the projection could pass to the similarity must be
+*linearly* decodable from the trunk's features. This module fits a multinomial logistic regression on the
+``synth_comp`` train captions that predicts the first and the last event (its motion, and its colour when the
+events are recoloured) from those features, and scores it on the test captions. High held-out accuracy means the
+text side carries the order and a reorder failure lies elsewhere (docs/results/videocomp-probe.md).
+
+    python -m tta.comp.diagnostics                                      # the recoloured events
+    python -m tta.comp.diagnostics data.synth.recolour_events=false     # motions alone
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from tta.comp.disrupt import CompItem, positive_text
+from tta.synth.vocab import COLOURS, MOTIONS
+
+MOTION_OF_PHRASE = {phrase: motion for motion, phrases in MOTIONS.items() for phrase in phrases}
+COLOUR_OF_WORD = {word: colour for colour, (_, words) in COLOURS.items() for word in words}
+
+
+def event_labels(item: CompItem) -> dict[str, str]:
+    """The first and the last event's motion (and colour, when the text names one) of a ``synth_comp`` item."""
+    labels = {}
+    for where, event in (("first", item.events[0]), ("last", item.events[-1])):
+        labels[f"{where} motion"] = MOTION_OF_PHRASE[event.action]
+        colours = [COLOUR_OF_WORD[w] for w in event.text.split() if w in COLOUR_OF_WORD]
+        if colours:
+            labels[f"{where} colour"] = colours[0]
+    return labels
+
+
+@torch.no_grad()
+def trunk_features(texts: Sequence[str], batch_size: int = 64) -> torch.Tensor:
+    """The frozen text trunk's features: the attention-masked mean of all-MiniLM-L6-v2's last hidden states."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from tta.models.towers import minilm_path
+
+    tokenizer, trunk = AutoTokenizer.from_pretrained(minilm_path()), AutoModel.from_pretrained(minilm_path()).eval()
+    out = []
+    for i in range(0, len(texts), batch_size):
+        batch = tokenizer(list(texts[i:i + batch_size]), padding=True, truncation=True, return_tensors="pt")
+        hidden = trunk(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        out.append((hidden * mask).sum(1) / mask.sum(1))
+    return torch.cat(out)
+
+
+def linear_readout(train_x: torch.Tensor, train_y: Sequence[str], test_x: torch.Tensor, test_y: Sequence[str],
+                   weight_decay: float = 1e-3, steps: int = 200) -> dict[str, float]:
+    """Held-out accuracy of a multinomial logistic regression (standardised features, L2, full-batch L-BFGS), and
+    the majority-class share of the test labels (what a read-out that learned nothing scores)."""
+    classes = sorted(set(train_y) | set(test_y))
+    index = {c: k for k, c in enumerate(classes)}
+    mean, std = train_x.mean(0), train_x.std(0).clamp_min(1e-6)
+    xtr, xte = (train_x - mean) / std, (test_x - mean) / std
+    ytr = torch.tensor([index[c] for c in train_y])
+    yte = torch.tensor([index[c] for c in test_y])
+    linear = torch.nn.Linear(xtr.shape[1], len(classes))
+    optimiser = torch.optim.LBFGS(linear.parameters(), max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimiser.zero_grad()
+        loss = torch.nn.functional.cross_entropy(linear(xtr), ytr) + weight_decay * linear.weight.square().sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        optimiser.step(closure)
+    with torch.no_grad():
+        accuracy = (linear(xte).argmax(1) == yte).float().mean().item()
+    majority = Counter(test_y).most_common(1)[0][1] / len(test_y)
+    return {"accuracy": accuracy, "majority": majority, "classes": len(classes)}
+
+
+def order_readout(train: list[CompItem], test: list[CompItem]) -> dict[str, dict[str, float]]:
+    """Per label (first/last event's motion and colour): the held-out accuracy of the linear read-out."""
+    train_x = trunk_features([positive_text(item) for item in train])
+    test_x = trunk_features([positive_text(item) for item in test])
+    train_labels, test_labels = [event_labels(i) for i in train], [event_labels(i) for i in test]
+    out = {}
+    for name in train_labels[0]:
+        out[name] = linear_readout(train_x, [lab[name] for lab in train_labels],
+                                   test_x, [lab[name] for lab in test_labels])
+    return out
+
+
+def main(argv: list[str]) -> int:
+    from tta.comp.items import load_comp_items
+    from tta.utils.config import compose
+
+    torch.manual_seed(0)
+    try:
+        cfg = compose("run", ["data=synth_comp", *argv])
+    except Exception as e:  # a bad override: Hydra's own message, on one line
+        print(f"tta.comp.diagnostics: {' '.join(str(e).split())}; give Hydra overrides of conf/run.yaml, "
+              f"e.g. data.synth.recolour_events=false", file=sys.stderr)
+        return 2
+    cache = Path(cfg.paths.cache_dir)
+    train, test = (load_comp_items(cfg.data, split, cache) for split in ("train", "test"))
+    print(f"linear read-out of the frozen text trunk, {len(train)} train / {len(test)} test captions "
+          f"(data={cfg.data.name}, recolour_events={cfg.data.synth.recolour_events})")
+    print("| label | held-out accuracy | majority class | classes |\n|---|---|---|---|")
+    for name, r in order_readout(train, test).items():
+        print(f"| {name} | {100 * r['accuracy']:.1f} % | {100 * r['majority']:.1f} % | {r['classes']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
