@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
@@ -97,6 +96,7 @@ def order_readout(train: list[CompItem], test: list[CompItem]) -> dict[str, dict
 def main(argv: list[str]) -> int:
     from tta.comp.items import load_comp_items
     from tta.utils.config import compose
+    from tta.utils.paths import cache_root
 
     torch.manual_seed(0)
     try:
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
         print(f"tta.comp.diagnostics: {' '.join(str(e).split())}; give Hydra overrides of conf/run.yaml, "
               f"e.g. data.synth.recolour_events=false", file=sys.stderr)
         return 2
-    cache = Path(cfg.paths.cache_dir)
+    cache = cache_root(cfg.paths.cache_dir)
     train, test = (load_comp_items(cfg.data, split, cache) for split in ("train", "test"))
     print(f"linear read-out of the frozen text trunk, {len(train)} train / {len(test)} test captions "
           f"(data={cfg.data.name}, recolour_events={cfg.data.synth.recolour_events})")
