@@ -8,6 +8,7 @@ atomically. docs/outputs.md describes every key.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import platform
@@ -393,9 +394,16 @@ def device_name(accelerator: str = "auto") -> dict[str, str]:
     return {"type": "cpu", "name": name}
 
 
+@functools.cache
+def code_revision() -> dict[str, Any] | None:
+    """:func:`git_revision` of this package's source as this process first asked for it (a run asks at its start):
+    the code a run executes is what it imported then, so a commit made while it trains must not claim its results."""
+    return git_revision()
+
+
 def provenance(cfg: DictConfig | None = None, started: float | None = None) -> dict[str, Any]:
-    """Where and how a run was computed (results.json ``provenance``, every logger): the code's git revision
-    (absent outside a checkout), package versions, video decoder, device, precision, threads, host, command line,
+    """Where and how a run was computed (results.json ``provenance``, every logger): the code's git revision when
+    the run started (:func:`code_revision`; absent outside a checkout), package versions, video decoder, device, precision, threads, host, command line,
     start and end time (UTC ISO; end = now)."""
     import datetime
     import shlex
@@ -409,7 +417,7 @@ def provenance(cfg: DictConfig | None = None, started: float | None = None) -> d
     trainer = (cfg.get("trainer") if cfg is not None else None) or {}
     from tta.media.video import video_decoder
 
-    out: dict[str, Any] = {"git": git_revision(), "versions": versions(), "decoder": video_decoder(),
+    out: dict[str, Any] = {"git": code_revision(), "versions": versions(), "decoder": video_decoder(),
                            "device": device_name(str(trainer.get("accelerator", "auto"))),
                            "precision": str(trainer.get("precision", "32-true")), "threads": torch.get_num_threads(),
                            "host": socket.gethostname(), "command": shlex.join(sys.argv),

@@ -28,6 +28,7 @@ from tta.media.video import VideoDecodeError, video_decoder
 from tta.results import (
     NOT_IDENTITY,
     StreamContext,
+    code_revision,
     complete_results,
     neighbour_width,
     provenance,
@@ -60,6 +61,7 @@ register_query_task()  # ${tta_query_task:...} of experiment configs that sweep 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
+    code_revision()  # the revision of the code this run imported, before anyone can commit during it
     if cfg.data.name == "features":  # precomputed features: the file names the model, data, task and shift
         from tta.data.features import check_feature_adapter, features_run_config
 

@@ -43,7 +43,7 @@ def test_synth_comp_clip_matches_its_events(tmp_path):
 
 
 def test_recoloured_events_show_their_colour_in_order_and_keep_the_motion_replaceable(tmp_path):
-    cfg = CompSynthConfig(n_train=1, n_val=0, n_test=3, frames_per_event=4)
+    cfg = CompSynthConfig(n_train=1, n_val=0, n_test=3, frames_per_event=4, recolour_events=True)
     (tmp_path / "videos").mkdir()
     for i in range(1, 3):
         record = cfg.make_video(i, tmp_path)
@@ -66,8 +66,8 @@ def test_recoloured_events_show_their_colour_in_order_and_keep_the_motion_replac
             nearest = min(COLOURS, key=lambda c: np.abs(pixel - np.asarray(COLOURS[c][0], float)).max())
             assert nearest == colours[t // 4], (t, colours)
     # the motion-only dataset keeps the key its checkpoints were trained under
-    assert CompSynthConfig(recolour_events=False).key() == "synth_comp-5b66c6fd06"
-    assert CompSynthConfig().key() != CompSynthConfig(recolour_events=False).key()
+    assert CompSynthConfig().key() == CompSynthConfig(recolour_events=False).key() == "synth_comp-5b66c6fd06"
+    assert CompSynthConfig(recolour_events=True).key() != CompSynthConfig().key()
 
 
 def _anet_root(tmp_path: Path) -> Path:

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from tta.results import git_revision, provenance
+import tta.results
+from tta.results import code_revision, git_revision, provenance
 from tta.utils.config import compose
 
 
@@ -37,3 +38,15 @@ def test_provenance_keys():
     assert prov["decoder"].split()[0] in ("decord", "pyav")
     assert prov["precision"] == "bf16-mixed" and prov["started"] == "1970-01-01T00:00:00+00:00"
     assert {"torch", "lightning", "python"} <= set(prov["versions"]) and prov["device"]["name"]
+
+
+def test_a_commit_made_during_a_run_does_not_become_its_revision(monkeypatch):
+    revisions = iter([{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": False}])
+    monkeypatch.setattr(tta.results, "git_revision", lambda path=None: next(revisions))
+    code_revision.cache_clear()
+    try:
+        assert code_revision()["commit"] == "a" * 40  # the run's start
+        assert tta.results.git_revision()["commit"] == "b" * 40  # someone commits meanwhile
+        assert code_revision()["commit"] == "a" * 40
+    finally:
+        code_revision.cache_clear()

@@ -7,8 +7,8 @@ trained linear projection, so whatever order information the projection could pa
 events are recoloured) from those features, and scores it on the test captions. High held-out accuracy means the
 text side carries the order and a reorder failure lies elsewhere (docs/results/videocomp-probe.md).
 
-    python -m tta.comp.diagnostics                                      # the recoloured events
-    python -m tta.comp.diagnostics data.synth.recolour_events=false     # motions alone
+    python -m tta.comp.diagnostics                                      # motions alone (the default)
+    python -m tta.comp.diagnostics data.synth.recolour_events=true      # a colour per event too
 """
 
 from __future__ import annotations

@@ -1,17 +1,16 @@
 """``data=synth_comp``: embedded clips of 3-4 ordered events, for the VideoComp probes.
 
 Each clip shows the main object of an embedded scene (no distractor, no single-frame event) performing one motion
-per segment, ``frames_per_event`` frames each, the segments rendered back to back. With ``recolour_events`` (the
-default) every segment also gives the object a colour of its own, so each event has a state that every one of its
-frames shows ("a big ball on grass turns red and moves to the left, then turns blue and rises, finally becomes green
-and bounces"); without it the events are motions alone ("a big red ball on grass moves to the left, then rises,
-finally bounces"). The caption is joined exactly as :func:`tta.comp.disrupt.join_events` joins the positive text, and
-``events.json`` keeps every caption's events (text, time span, action phrase, alternatives).
+per segment, ``frames_per_event`` frames each, the segments rendered back to back. Its caption names the object and
+background, then the motions in order ("a big red ball on grass moves to the left, then rises, finally bounces"),
+joined exactly as :func:`tta.comp.disrupt.join_events` joins the positive text, and ``events.json`` keeps every
+caption's events (text, time span, action phrase, alternatives).
 
-Why the colours: the embedded vision tower encodes what a frame looks like much more than where the object is, so
-motion-only events give an order-aware head nothing it can order (temporal reorder stays at chance,
-docs/results/videocomp-probe.md); a colour per event is visible in single frames, and its order in the clip is what
-a reordered paragraph gets wrong.
+With ``recolour_events`` every segment also gives the object a colour of its own, a state that each of its frames
+shows ("a big ball on grass turns red and moves to the left, then becomes blue and rises, ..."). It puts the order
+of events in plain sight of an order-aware video head, to tell whether a reorder failure is the video side's or the
+text side's (docs/results/videocomp-probe.md); it is off by default because the colours make segment mismatch
+trivial (99.7 %) and so uninformative.
 
 Motions come from distinct *visual classes*: a model that encodes frames independently sees the positions an
 object visits but not their order, so "moves left" and "moves right" (likewise up and down) look alike to it.
@@ -51,11 +50,11 @@ class CompSynthConfig(SynthConfig):
     min_events: int = 3
     max_events: int = 4
     frames_per_event: int = 16
-    recolour_events: bool = True
+    recolour_events: bool = False
     version: int = 1
 
     def key(self) -> str:
-        # the motion-only dataset keeps the cache key (and the checkpoints) it was measured under
+        # without colours the key is the one every motion-only dataset and checkpoint was made under
         blob = asdict(self)
         if not self.recolour_events:
             blob.pop("recolour_events")
