@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from tta.comp.diagnostics import event_labels, linear_readout, main
+from tta.comp.diagnostics import event_labels, linear_readout, main, video_order
 from tta.comp.items import synth_item
 from tta.synth.multi_event import CompSynthConfig
 
@@ -39,3 +40,30 @@ def test_a_bad_override_is_one_line_and_exit_code_2(capsys):
     assert main(["data.synth.no_such_key=1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no_such_key" in err
+
+
+@pytest.mark.heavy  # builds two embedded models (the MiniLM trunk) and renders two clips
+def test_video_order_is_zero_for_an_order_free_head_and_not_for_an_order_aware_one(tmp_path):
+    from tta.models.retrieval import RetrievalModel
+    from tta.models.towers import TowerConfig
+
+    (tmp_path / "videos").mkdir()
+    cfg = CompSynthConfig(n_train=1, n_val=0, n_test=3, frames_per_event=4)
+    items = []
+    for i in (1, 2):
+        record = cfg.make_video(i, tmp_path)
+        items.append(synth_item(record["video_id"], str(tmp_path / "videos" / f"video{i}.mp4"), record["events"][0]))
+    torch.manual_seed(0)
+    free = video_order(RetrievalModel(TowerConfig(), head="meanp"), items)
+    assert free["clips"] == 2 and free["mean_abs_difference"] < 1e-5
+    aware = RetrievalModel(TowerConfig(), head="seqtransf")
+    with torch.no_grad():  # an initialised head is nearly meanP (weights of std 0.02); larger ones make it use order
+        for weight in aware.pool.parameters():
+            if weight.dim() > 1:
+                weight.normal_(0.0, 0.3)
+    assert video_order(aware, items)["mean_abs_difference"] > 1e-4
+
+
+def test_a_missing_checkpoint_is_one_line_and_exit_code_2(tmp_path, capsys):
+    assert main(["--checkpoint", str(tmp_path / "none.pt")]) == 2
+    assert "--checkpoint" in capsys.readouterr().err

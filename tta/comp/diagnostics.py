@@ -1,4 +1,4 @@
-"""Where a multi-event paragraph's order survives: a linear read-out of the frozen text trunk's features.
+"""Where a multi-event paragraph's order survives: the text trunk's features and a model's video side.
 
 The embedded text tower is the frozen all-MiniLM-L6-v2 trunk (masked mean of its last hidden states) followed by a
 trained linear projection, so whatever order information the projection could pass to the similarity must be
@@ -7,8 +7,13 @@ trained linear projection, so whatever order information the projection could pa
 events are recoloured) from those features, and scores it on the test captions. High held-out accuracy means the
 text side carries the order and a reorder failure lies elsewhere (docs/results/videocomp-probe.md).
 
+With ``--checkpoint``, it also asks a trained model's video side whether it uses frame order: for every test clip
+and its own caption, the score with the frames in order minus the score with them reversed (an order-free head,
+meanP or X-Pool, gives zero up to rounding).
+
     python -m tta.comp.diagnostics                                      # motions alone (the default)
     python -m tta.comp.diagnostics data.synth.recolour_events=true      # a colour per event too
+    python -m tta.comp.diagnostics --checkpoint ~/.cache/tta/checkpoints/<model>.pt [overrides]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -93,12 +99,37 @@ def order_readout(train: list[CompItem], test: list[CompItem]) -> dict[str, dict
     return out
 
 
+@torch.no_grad()
+def video_order(model, items: Sequence[CompItem], num_frames: int = 12) -> dict[str, float]:
+    """Score of each clip for its own positive caption with the frames in order, minus with them reversed: the
+    share of clips where order wins (strictly) and the mean and mean absolute difference."""
+    from tta.media.transforms import clip_transform
+    from tta.media.video import read_frames
+
+    model.eval()
+    clips = torch.stack([clip_transform(read_frames(i.video_path, num_frames=num_frames), model.image_size)
+                         for i in items])
+    text = model.encode_text(model.tokenize([positive_text(i) for i in items]))
+    forward = model.text_video_similarity(text, model.encode_video(clips)).diagonal()
+    reverse = model.text_video_similarity(text, model.encode_video(clips.flip(1))).diagonal()
+    difference = forward - reverse
+    return {"forward_preferred": (difference > 0).float().mean().item(), "mean_difference": difference.mean().item(),
+            "mean_abs_difference": difference.abs().mean().item(), "clips": len(items)}
+
+
 def main(argv: list[str]) -> int:
     from tta.comp.items import load_comp_items
     from tta.utils.config import compose
     from tta.utils.paths import cache_root
 
     torch.manual_seed(0)
+    checkpoint = None
+    if argv and argv[0] == "--checkpoint":
+        if len(argv) < 2 or not Path(argv[1]).expanduser().is_file():
+            print("tta.comp.diagnostics: --checkpoint needs the path of a trained model file (.pt), e.g. one under "
+                  "~/.cache/tta/checkpoints", file=sys.stderr)
+            return 2
+        checkpoint, argv = Path(argv[1]).expanduser(), argv[2:]
     try:
         cfg = compose("run", ["data=synth_comp", *argv])
     except Exception as e:  # a bad override: Hydra's own message, on one line
@@ -112,6 +143,13 @@ def main(argv: list[str]) -> int:
     print("| label | held-out accuracy | majority class | classes |\n|---|---|---|---|")
     for name, r in order_readout(train, test).items():
         print(f"| {name} | {100 * r['accuracy']:.1f} % | {100 * r['majority']:.1f} % | {r['classes']} |")
+    if checkpoint is not None:
+        from tta.models.checkpoint import load_checkpoint
+
+        order = video_order(load_checkpoint(checkpoint), test, int(cfg.data.num_frames))
+        print(f"\n{checkpoint.name}, {order['clips']} test clips, score(in order) - score(reversed) for each clip's "
+              f"caption: order wins in {100 * order['forward_preferred']:.1f} %, mean {order['mean_difference']:.2e}, "
+              f"mean |.| {order['mean_abs_difference']:.2e}")
     return 0
 
 
