@@ -47,3 +47,16 @@ def test_comploss_rules():
         validate_config(compose("train", ["comp_loss.tau=0"]))
     with pytest.raises(ConfigValueError, match="comp_loss.weight"):
         validate_config(compose("train", ["comp_loss.weight=-1"]))
+
+
+def test_the_probe_of_the_runs_own_dataset_keeps_its_options_and_applies_its_own_overrides():
+    from tta.comp.probe import probe_data_config
+
+    cfg = compose("run", ["data=synth_comp", "data.synth.recolour_events=true", "data.synth.n_test=50",
+                          "comp_probe.data_overrides=['data.split=val','data.synth.n_val=20']"])
+    probe = probe_data_config(cfg)
+    assert probe.synth.recolour_events is True and probe.synth.n_test == 50  # the run's options
+    assert probe.split == "val" and probe.synth.n_val == 20  # the probe's own
+    assert cfg.data.split == "test" and cfg.data.synth.n_val == 100  # the run's config is left alone
+    other = probe_data_config(compose("run", ["data=synth", "comp_probe.data=synth_comp"]))
+    assert other.name == "synth_comp" and other.synth.recolour_events is False and other.split == "test"

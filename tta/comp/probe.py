@@ -133,7 +133,11 @@ def score_probe(model: RetrievalModel, triplets: Triplets, num_frames: int, work
 
 
 def probe_data_config(cfg: DictConfig) -> DictConfig:
-    """The data config named by ``comp_probe.data`` with ``comp_probe.data_overrides`` (Hydra overrides)."""
+    """The data config named by ``comp_probe.data`` with ``comp_probe.data_overrides`` (Hydra overrides).
+
+    When it names the run's own dataset, the run's data options hold for the probe too (a source trained on
+    ``data.synth.recolour_events=true`` is probed on those clips), and the probe's overrides change what they name.
+    """
     from hydra.errors import HydraException
 
     from tta.utils.config import compose
@@ -141,10 +145,29 @@ def probe_data_config(cfg: DictConfig) -> DictConfig:
     node = cfg.comp_probe
     overrides = [f"data={node.data}", *list(node.get("data_overrides") or [])]
     try:
-        return compose("run", overrides).data
+        probe = compose("run", overrides).data
+        if node.data != cfg.data.get("name"):
+            return probe
+        default = compose("run", overrides[:1]).data
     except HydraException as e:
         raise ValueError(f"comp_probe.data={node.data!r} is not a dataset of tta/conf/data/ (or its overrides "
                          f"{overrides[1:]} do not apply): {e}") from e
+    run_data = OmegaConf.to_container(cfg.data, resolve=True)
+    changed = _changed(OmegaConf.to_container(default, resolve=True), OmegaConf.to_container(probe, resolve=True))
+    return OmegaConf.merge(run_data, changed)
+
+
+def _changed(default: dict, overridden: dict) -> dict:
+    """The keys (nested) whose values ``overridden`` changes from ``default``."""
+    out = {}
+    for key, value in overridden.items():
+        before = default.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            if sub := _changed(before, value):
+                out[key] = sub
+        elif key not in default or before != value:
+            out[key] = value
+    return out
 
 
 def probe_triplets(cfg: DictConfig, cache: Path) -> tuple[Triplets, int, str]:
