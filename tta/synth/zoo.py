@@ -101,37 +101,55 @@ def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, c
 
 def ensure_embedded_checkpoint(model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path | None = None,
                                pretrained_only: bool = False, recipe: list[str] | None = None) -> Path:
-    """Path of the embedded checkpoint for (model, data), training it (and the pretrained model) if missing.
+    """Path of the embedded checkpoint for (model, data): from the cache, rebuilt from the weights that ship with
+    the repository (:mod:`tta.synth.shipped`), or trained (with the pretrained model it starts from) if missing.
 
     Args:
         recipe: extra Hydra overrides of ``conf/train.yaml`` (e.g. ``["steps=5"]`` for tests); they enter the key.
     """
-    from tta.train import train
-
     cache = cache_root(cache)
     pre_cfg = _train_cfg("pretrain", model_cfg, None, cache, recipe)
     pre_path = _pretrained_path(pre_cfg, cache)
-    if not pre_path.exists():
-        with file_lock(pre_path.with_suffix(".lock"), "the embedded pretrained model"):
-            if not pre_path.exists():  # not built by another job while this one waited
-                log.info("building the embedded pretrained model (first use, a few minutes): %s", pre_path)
-                pre_cfg.output = str(pre_path)
-                train(pre_cfg)
+    if not pretrained_only:
+        if data_cfg is None:
+            raise ValueError("a fine-tuned checkpoint needs a dataset config")
+        ft_cfg = _train_cfg("finetune", model_cfg, data_cfg, cache, recipe)
+        ft_cfg.init = str(pre_path)
+        path = _finetuned_path(model_cfg, data_cfg, ft_cfg, pre_path, cache)
+        if _cached_or_shipped(path):  # the pretrained model is needed only to train this one
+            return path
+    if not _cached_or_shipped(pre_path):
+        _train_once(pre_cfg, pre_path, "the embedded pretrained model",
+                    "building the embedded pretrained model (first use, a few minutes): %s", pre_path)
     if pretrained_only:
         return pre_path
-    if data_cfg is None:
-        raise ValueError("a fine-tuned checkpoint needs a dataset config")
-    ft_cfg = _train_cfg("finetune", model_cfg, data_cfg, cache, recipe)
-    ft_cfg.init = str(pre_path)
-    path = _finetuned_path(model_cfg, data_cfg, ft_cfg, pre_path, cache)
-    if not path.exists():
-        with file_lock(path.with_suffix(".lock"), f"the embedded {model_cfg.name} checkpoint"):
-            if not path.exists():
-                log.info("fine-tuning the embedded %s on %s (first use, a few minutes): %s", model_cfg.name,
-                         data_cfg.name, path)
-                ft_cfg.output = str(path)
-                train(ft_cfg)
+    _train_once(ft_cfg, path, f"the embedded {model_cfg.name} checkpoint",
+                "fine-tuning the embedded %s on %s (first use, a few minutes): %s", model_cfg.name, data_cfg.name, path)
     return path
+
+
+def _cached_or_shipped(path: Path) -> bool:
+    """Whether the checkpoint ``path`` is in the cache, after rebuilding it from shipped weights if there are any."""
+    from tta.synth.shipped import materialise, shipped_file
+
+    if path.exists():
+        return True
+    shipped = shipped_file(path.name)
+    if shipped is None:
+        return False
+    with file_lock(path.with_suffix(".lock"), f"the embedded checkpoint {path.name}"):
+        return path.exists() or materialise(shipped, path)
+
+
+def _train_once(cfg: DictConfig, path: Path, what: str, message: str, *args) -> None:
+    """Train ``cfg`` into ``path`` unless another job built it while this one waited for the lock."""
+    from tta.train import train
+
+    with file_lock(path.with_suffix(".lock"), what):
+        if not path.exists():
+            log.info(message, *args)
+            cfg.output = str(path)
+            train(cfg)
 
 
 # Seconds per unit of work of each first-use stage on the reference machine (a quiet 2-core CPU, embedded CLIP4Clip on

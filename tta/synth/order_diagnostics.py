@@ -11,9 +11,9 @@ With ``--checkpoint``, it also asks a trained model's video side whether it uses
 and its own caption, the score with the frames in order minus the score with them reversed (an order-free head,
 meanP or X-Pool, gives zero up to rounding).
 
-    python -m tta.comp.diagnostics                                      # motions alone (the default)
-    python -m tta.comp.diagnostics data.synth.recolour_events=true      # a colour per event too
-    python -m tta.comp.diagnostics --checkpoint ~/.cache/tta/checkpoints/<model>.pt [overrides]
+    python -m tta.synth.order_diagnostics                                   # motions alone (the default)
+    python -m tta.synth.order_diagnostics data.synth.recolour_events=true   # a colour per event too
+    python -m tta.synth.order_diagnostics --checkpoint ~/.cache/tta/checkpoints/<model>.pt [overrides]
 """
 
 from __future__ import annotations
@@ -126,14 +126,14 @@ def main(argv: list[str]) -> int:
     checkpoint = None
     if argv and argv[0] == "--checkpoint":
         if len(argv) < 2 or not Path(argv[1]).expanduser().is_file():
-            print("tta.comp.diagnostics: --checkpoint needs the path of a trained model file (.pt), e.g. one under "
+            print("tta.synth.order_diagnostics: --checkpoint needs the path of a trained model file (.pt), e.g. one under "
                   "~/.cache/tta/checkpoints", file=sys.stderr)
             return 2
         checkpoint, argv = Path(argv[1]).expanduser(), argv[2:]
     try:
         cfg = compose("run", ["data=synth_comp", *argv])
     except Exception as e:  # a bad override: Hydra's own message, on one line
-        print(f"tta.comp.diagnostics: {' '.join(str(e).split())}; give Hydra overrides of conf/run.yaml, "
+        print(f"tta.synth.order_diagnostics: {' '.join(str(e).split())}; give Hydra overrides of conf/run.yaml, "
               f"e.g. data.synth.recolour_events=false", file=sys.stderr)
         return 2
     cache = cache_root(cfg.paths.cache_dir)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tta.comp.diagnostics import event_labels, linear_readout, main, video_order
 from tta.comp.items import synth_item
 from tta.synth.multi_event import CompSynthConfig
+from tta.synth.order_diagnostics import event_labels, linear_readout, main, video_order
 
 
 def test_event_labels_name_the_first_and_last_rendered_event(tmp_path):
