@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import tiny_overrides
 from tta.scenario import Scenario, register_query_task
+from tta.synth.shipped import TRAIN_ENV
 from tta.synth.zoo import setup_stages
 from tta.utils.config import compose
 from tta.utils.progress import SetupProgress, Stage, format_duration, progress_iter, report_progress, setup_progress
@@ -80,7 +81,8 @@ def _stages(cache, *overrides: str):
                         list(cfg.get("embedded_recipe") or []))
 
 
-def test_a_fresh_cache_plans_every_stage_in_build_order(tmp_path):
+def test_a_fresh_cache_plans_every_stage_in_build_order(tmp_path, monkeypatch):
+    monkeypatch.setenv(TRAIN_ENV, "1")  # the weights that ship with the repository are ignored
     stages = _stages(tmp_path)
     assert [s.name for s in stages] == [
         "rendering the pretraining corpus", "encoding the pretraining captions", "pretraining the embedded CLIP",
@@ -99,8 +101,21 @@ def test_a_fresh_cache_plans_every_stage_in_build_order(tmp_path):
                     "pretraining the embedded CLIP", "rendering synth"]),  # zero-shot: no fine-tuning
     ("none", ["rendering synth"]),  # untrained towers: only the run's data is built
 ])
-def test_other_checkpoints_plan_fewer_stages(tmp_path, checkpoint, names):
+def test_other_checkpoints_plan_fewer_stages(tmp_path, monkeypatch, checkpoint, names):
+    monkeypatch.setenv(TRAIN_ENV, "1")
     assert [s.name for s in _stages(tmp_path, f"model.checkpoint={checkpoint}")] == names
+
+
+@pytest.mark.parametrize("overrides", [[], ["model=xpool"], ["model.checkpoint=pretrained"]])
+def test_shipped_weights_leave_only_the_run_data_to_render(tmp_path, overrides):
+    assert [s.name for s in _stages(tmp_path, *overrides)] == ["rendering synth"]
+
+
+def test_a_recipe_of_its_own_trains_from_the_shipped_pretrained_model(tmp_path):
+    names = [s.name for s in _stages(tmp_path, "embedded_recipe=['steps=7']")]  # fine-tuning steps only
+    assert "fine-tuning clip4clip on synth" in names and "pretraining the embedded CLIP" not in names
+    names = [s.name for s in _stages(tmp_path, "embedded_recipe=['pretrain_overrides.steps=7']")]
+    assert "pretraining the embedded CLIP" in names and "fine-tuning clip4clip on synth" in names
 
 
 @pytest.mark.slow

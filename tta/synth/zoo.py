@@ -77,6 +77,9 @@ def _flat(node: dict, prefix: str = "") -> dict:
 def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path,
                recipe: list[str] | None = None) -> DictConfig:
     model_node = OmegaConf.to_container(model_cfg, resolve=True)
+    # which checkpoint a run loads is not how it is trained: model.checkpoint=pretrained (zero-shot) must find the
+    # same pretrained model that `auto` fine-tunes from, under the key every checkpoint was made with
+    model_node["checkpoint"] = "auto"
     # a model's own fine-tuning options (model.finetune_overrides, e.g. seqTransf trains on every frame) come before
     # the recipe's, so an explicit recipe option still wins; they enter the key as the options they set
     own = model_node.pop("finetune_overrides", None) or {}
@@ -178,48 +181,68 @@ def setup_stages(model_cfg: DictConfig, checkpoint: str | None, data_cfg: DictCo
     """The first-use stages a run still has to do, in the order it does them; empty when everything is cached.
 
     The embedded ``model_cfg`` is built for ``checkpoint`` ``auto`` (pretrained, then fine-tuned on ``data_cfg``) or
-    ``pretrained``; a generated ``run_data`` is rendered if missing.
+    ``pretrained``, unless it is cached or ships with the repository; a generated ``run_data`` is rendered if missing.
     """
     cache = cache_root(cache)
-    stages: list[Stage] = []
     ckpt = str(checkpoint) if checkpoint is not None else "none"
     embedded = model_cfg.get("arch") == EMBEDDED and ckpt in ("auto", "pretrained")
     pre_cfg = _train_cfg("pretrain", model_cfg, None, cache, recipe)
     pre_path = _pretrained_path(pre_cfg, cache)
-    if embedded and not pre_path.exists():
-        from hydra.utils import instantiate
-
-        corpus = instantiate(pre_cfg.pretrain_corpus)
-        if not (cache / "data" / corpus.key() / "manifest.json").exists():
-            stages.append(Stage("rendering the pretraining corpus",
-                                _COST_S["corpus image"] * corpus.n_images, "pretraining corpus"))
-        stages.append(Stage("encoding the pretraining captions", corpus.n_images * _COST_S["caption"],
-                            "encoding pretrain"))
-        per_step = _COST_S["pretrain step"] * int(pre_cfg.batch_size) / 256
-        stages.append(Stage("pretraining the embedded CLIP", int(pre_cfg.steps) * per_step, "training pretrain"))
+    finetune: list[Stage] = []
     rendered: set[Path] = set()
     if embedded and ckpt == "auto" and data_cfg is not None:
         ft_cfg = _train_cfg("finetune", model_cfg, data_cfg, cache, recipe)
-        if not _finetuned_path(model_cfg, data_cfg, ft_cfg, pre_path, cache).exists():
-            synth = _synth_root(data_cfg, cache)
-            videos, captions = (2400, 7200) if synth is None else synth[2:]
-            if synth is not None and not (synth[0] / "manifest.json").exists():
-                stages.append(Stage(f"rendering {data_cfg.name}", synth[1] * _COST_S["rendered video"],
-                                    f"rendering {data_cfg.name}"))
-                rendered.add(synth[0])
-            frames = int(data_cfg.get("num_frames") or 12) / 12
-            stages.append(Stage(f"decoding the {data_cfg.name} train videos",
-                                videos * _COST_S["decoded video"] * frames, "decoding train videos"))
-            stages.append(Stage("encoding the fine-tuning captions", captions * _COST_S["caption"],
-                                "encoding finetune"))
-            per_step = _COST_S["finetune step"] * int(ft_cfg.frames_per_sample) / 4 * int(ft_cfg.batch_size) / 128
-            stages.append(Stage(f"fine-tuning {model_cfg.name} on {data_cfg.name}", int(ft_cfg.steps) * per_step,
-                                "training finetune"))
+        if not _available(_finetuned_path(model_cfg, data_cfg, ft_cfg, pre_path, cache)):
+            finetune = _finetune_stages(model_cfg, data_cfg, ft_cfg, cache, rendered)
+    needs_pretrained = ckpt == "pretrained" or bool(finetune)
+    stages = _pretrain_stages(pre_cfg, cache) if embedded and needs_pretrained and not _available(pre_path) else []
+    stages += finetune
     if run_data is not None:
         synth = _synth_root(run_data, cache)
         if synth is not None and synth[0] not in rendered and not (synth[0] / "manifest.json").exists():
             stages.append(Stage(f"rendering {run_data.name}", synth[1] * _COST_S["rendered video"],
                                 f"rendering {run_data.name}"))
+    return stages
+
+
+def _available(path: Path) -> bool:
+    """A checkpoint in the cache, or one that ships with the repository (rebuilt without training)."""
+    from tta.synth.shipped import shipped_file
+
+    return path.exists() or shipped_file(path.name) is not None
+
+
+def _pretrain_stages(pre_cfg: DictConfig, cache: Path) -> list[Stage]:
+    from hydra.utils import instantiate
+
+    corpus = instantiate(pre_cfg.pretrain_corpus)
+    stages = []
+    if not (cache / "data" / corpus.key() / "manifest.json").exists():
+        stages.append(Stage("rendering the pretraining corpus", _COST_S["corpus image"] * corpus.n_images,
+                            "pretraining corpus"))
+    stages.append(Stage("encoding the pretraining captions", corpus.n_images * _COST_S["caption"], "encoding pretrain"))
+    per_step = _COST_S["pretrain step"] * int(pre_cfg.batch_size) / 256
+    stages.append(Stage("pretraining the embedded CLIP", int(pre_cfg.steps) * per_step, "training pretrain"))
+    return stages
+
+
+def _finetune_stages(model_cfg: DictConfig, data_cfg: DictConfig, ft_cfg: DictConfig, cache: Path,
+                     rendered: set[Path]) -> list[Stage]:
+    """Rendering the fine-tuning data (recorded in ``rendered``), decoding, caption encoding and fine-tuning."""
+    stages = []
+    synth = _synth_root(data_cfg, cache)
+    videos, captions = (2400, 7200) if synth is None else synth[2:]
+    if synth is not None and not (synth[0] / "manifest.json").exists():
+        stages.append(Stage(f"rendering {data_cfg.name}", synth[1] * _COST_S["rendered video"],
+                            f"rendering {data_cfg.name}"))
+        rendered.add(synth[0])
+    frames = int(data_cfg.get("num_frames") or 12) / 12
+    stages.append(Stage(f"decoding the {data_cfg.name} train videos", videos * _COST_S["decoded video"] * frames,
+                        "decoding train videos"))
+    stages.append(Stage("encoding the fine-tuning captions", captions * _COST_S["caption"], "encoding finetune"))
+    per_step = _COST_S["finetune step"] * int(ft_cfg.frames_per_sample) / 4 * int(ft_cfg.batch_size) / 128
+    stages.append(Stage(f"fine-tuning {model_cfg.name} on {data_cfg.name}", int(ft_cfg.steps) * per_step,
+                        "training finetune"))
     return stages
 
 
