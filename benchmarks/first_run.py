@@ -4,7 +4,9 @@
     python benchmarks/first_run.py --cache /tmp/c model=xpool   # any tta.run override after the options
 
 The run is started as a subprocess with ``TTA_CACHE`` pointing to an empty directory, so every embedded asset is
-built (pretraining corpus, pretrained model, rendered dataset, decoded frames, caption features, fine-tuned model).
+built that does not ship with the repository: the rendered dataset, and the checkpoint rebuilt from its shipped
+weights. With ``TTA_TRAIN_EMBEDDED=1`` in the environment every model is trained as well (pretraining corpus,
+pretrained model, decoded frames, caption features, fine-tuned model).
 Meanwhile the machine's CPU use is sampled from ``/proc/stat`` every ``--every`` seconds. The stages are cut at the
 set-up display's log lines (one when each stage starts, one when the set-up is done); the table gives, per stage,
 its wall time, the mean number of busy cores and the idle core-seconds: the most that running stages side by side
