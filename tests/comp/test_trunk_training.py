@@ -166,6 +166,10 @@ def test_new_options_at_their_defaults_keep_the_recipe_keys():
     assert key("comp_loss.weight=1", "comp_loss.chain=[temp_reorder]") != "62ae5bc9c3"
     assert key("comp_loss.weight=1", "comp_loss.reversed_video=false") == "62ae5bc9c3"
     assert key("comp_loss.weight=1", "comp_loss.reversed_video=true") != "62ae5bc9c3"
+    # recoloured events (docs/results/videocomp-probe.md) train their own; the motion-only checkpoints keep their keys
+    recoloured = compose("run", ["model=clip4clip_seqtransf", "data=synth_comp", "data.synth.recolour_events=true"])
+    assert _recipe_key(_train_cfg("finetune", recoloured.model, recoloured.data, Path("/c"),
+                                  ["comp_loss.weight=1"])) == "af3bb32973"
     # fine-tuning options: a recipe with them starts from the shared pretrained model
     pretrained = key(stage="pretrain")
     assert key("text_trunk_trainable_layers=2", "text_trunk_lr=1e-4", stage="pretrain") == pretrained

@@ -49,6 +49,7 @@ def test_a_damaged_shipped_file_falls_back_to_training(tmp_path, caplog):
     assert "corrupt" in caplog.text and not (tmp_path / "out.pt").exists()
 
 
+@pytest.mark.heavy  # calls the zoo (the tier rule cannot see that it neither trains nor renders), about 3 s
 def test_the_zoo_rebuilds_a_shipped_checkpoint_without_training(tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 

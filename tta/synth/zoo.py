@@ -38,6 +38,7 @@ _DATA_VOLATILE = ("cross_source", "root_env", "split")
 # starts from the shared pretrained model
 _DEFAULT_OFF = {"text_trunk_trainable_layers": 0, "text_trunk_lr": None, "plateau": None}
 _DEFAULT_CHAIN = ["temp_reorder", "action_replace", "reorder_replaced"]
+_SYNTH_DEFAULT_OFF = {"recolour_events": False}
 
 
 def _recipe_key(cfg: DictConfig) -> str:
@@ -64,6 +65,9 @@ def _recipe_key(cfg: DictConfig) -> str:
     for node in (plain.get("pretrain_corpus"), (plain.get("data") or {}).get("synth")):
         if isinstance(node, dict):  # which class builds the data is not part of what it holds
             node.pop("_target_", None)
+            for k, default in _SYNTH_DEFAULT_OFF.items():  # options added later, at the value every key was made with
+                if k in node and node[k] == default:
+                    node.pop(k)
     return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:10]
 
 
