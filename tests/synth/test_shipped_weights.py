@@ -96,8 +96,10 @@ def test_the_shipped_files_are_what_the_default_configs_ask_for_and_rebuild_exac
         assert shipped.materialise(shipped.SHIPPED_DIR / name, tmp_path / name), name
 
 
-def test_export_refuses_a_missing_checkpoint_with_one_line(tmp_path, capsys):
+def test_export_refuses_what_it_cannot_ship_with_one_line(tmp_path, capsys):
     assert shipped.main(["export", str(tmp_path / "none.pt")]) == 2
     assert shipped.main([]) == 2
+    checkpoint, _ = _trained_tiny(tmp_path)  # arch=custom: every tensor is its own, nothing to leave out
+    assert shipped.main(["export", str(checkpoint)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "does not exist" in err[0]
+    assert len(err) == 3 and "does not exist" in err[0] and "not an embedded checkpoint" in err[2]

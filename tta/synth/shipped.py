@@ -93,6 +93,9 @@ def materialise(shipped: Path, destination: Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    from tta.models.checkpoint import read_checkpoint
+    from tta.models.towers import EMBEDDED
+
     if len(argv) < 2 or argv[0] != "export":
         print("usage: python -m tta.synth.shipped export CHECKPOINT.pt [...]  (embedded checkpoints of the cache)",
               file=sys.stderr)
@@ -102,6 +105,15 @@ def main(argv: list[str]) -> int:
         if not path.is_file():
             print(f"tta.synth.shipped: {path} does not exist; give a checkpoint of ~/.cache/tta/checkpoints",
                   file=sys.stderr)
+            return 2
+        try:
+            arch = read_checkpoint(path)["model_config"]["tower"].get("arch")
+        except ValueError as e:  # not a tta checkpoint
+            print(f"tta.synth.shipped: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
+        if arch != EMBEDDED:  # only the embedded towers' text trunk comes from a package and can be left out
+            print(f"tta.synth.shipped: {path} is not an embedded checkpoint (arch {arch!r}); only embedded models "
+                  f"ship with the repository", file=sys.stderr)
             return 2
         out = export(path)
         print(f"{out} ({out.stat().st_size / 1e6:.1f} MB)")
