@@ -85,8 +85,8 @@ def test_the_shipped_files_are_what_the_default_configs_ask_for_and_rebuild_exac
     from tta.utils.config import compose
 
     wanted = set()
-    for model in ("clip4clip", "xpool"):
-        cfg = compose("run", [f"model={model}"])
+    for model, data in [(m, d) for m in ("clip4clip", "xpool") for d in ("synth", "synth_b")]:
+        cfg = compose("run", [f"model={model}", f"data={data}"])
         pre = zoo._pretrained_path(zoo._train_cfg("pretrain", cfg.model, None, tmp_path), tmp_path)
         ft = zoo._train_cfg("finetune", cfg.model, cfg.data, tmp_path)
         wanted |= {pre.name, zoo._finetuned_path(cfg.model, cfg.data, ft, pre, tmp_path).name}
