@@ -403,8 +403,8 @@ def code_revision() -> dict[str, Any] | None:
 
 def provenance(cfg: DictConfig | None = None, started: float | None = None) -> dict[str, Any]:
     """Where and how a run was computed (results.json ``provenance``, every logger): the code's git revision when
-    the run started (:func:`code_revision`; absent outside a checkout), package versions, video decoder, device, precision, threads, host, command line,
-    start and end time (UTC ISO; end = now)."""
+    the run started (:func:`code_revision`; absent outside a checkout), package versions, video decoder, device,
+    precision, threads, host, command line, start and end time (UTC ISO; end = now)."""
     import datetime
     import shlex
     import socket

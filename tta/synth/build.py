@@ -26,6 +26,7 @@ import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -55,9 +56,14 @@ class SynthConfig:
     captions_per_train_video: int = 3
     crf: int = 18
     version: int = 2  # bump when the renderer or grammar changes
+    # options added after datasets were built: at these values they stay out of the dataset's key and out of the
+    # recipe keys of the checkpoints trained on it (tta/synth/zoo.py), so existing caches keep their names
+    KEY_DEFAULT_OFF: ClassVar[dict[str, Any]] = {}
 
     def key(self) -> str:
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        fields = {k: v for k, v in asdict(self).items()
+                  if k not in self.KEY_DEFAULT_OFF or v != self.KEY_DEFAULT_OFF[k]}
+        blob = json.dumps(fields, sort_keys=True).encode()
         return f"{self.name}-{hashlib.sha256(blob).hexdigest()[:10]}"
 
     def build(self, cache_dir: str | os.PathLike, workers: int = 2) -> Path:

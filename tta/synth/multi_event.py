@@ -21,10 +21,9 @@ so a replaced action names something the video never shows.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -52,13 +51,7 @@ class CompSynthConfig(SynthConfig):
     frames_per_event: int = 16
     recolour_events: bool = False
     version: int = 1
-
-    def key(self) -> str:
-        # without colours the key is the one every motion-only dataset and checkpoint was made under
-        blob = asdict(self)
-        if not self.recolour_events:
-            blob.pop("recolour_events")
-        return f"{self.name}-{hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:10]}"
+    KEY_DEFAULT_OFF: ClassVar[dict[str, Any]] = {"recolour_events": False}
 
     def make_video(self, i: int, root: Path) -> dict:
         rng = derive_rng(self.seed, self.name, i, "scene")

@@ -43,21 +43,14 @@ def event_labels(item: CompItem) -> dict[str, str]:
     return labels
 
 
-@torch.no_grad()
-def trunk_features(texts: Sequence[str], batch_size: int = 64) -> torch.Tensor:
-    """The frozen text trunk's features: the attention-masked mean of all-MiniLM-L6-v2's last hidden states."""
-    from transformers import AutoModel, AutoTokenizer
+def trunk_features(texts: Sequence[str], cache: Path) -> torch.Tensor:
+    """The embedded model's frozen text-trunk features of ``texts`` (the trunk is the same in every embedded
+    checkpoint; computed as training computes them, and cached beside training's)."""
+    from tta.models.retrieval import RetrievalModel
+    from tta.models.towers import TowerConfig
+    from tta.train import cached_text_trunk
 
-    from tta.models.towers import minilm_path
-
-    tokenizer, trunk = AutoTokenizer.from_pretrained(minilm_path()), AutoModel.from_pretrained(minilm_path()).eval()
-    out = []
-    for i in range(0, len(texts), batch_size):
-        batch = tokenizer(list(texts[i:i + batch_size]), padding=True, truncation=True, return_tensors="pt")
-        hidden = trunk(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        out.append((hidden * mask).sum(1) / mask.sum(1))
-    return torch.cat(out)
+    return cached_text_trunk(RetrievalModel(TowerConfig()), list(texts), cache / "text", purpose="diagnostic")
 
 
 def linear_readout(train_x: torch.Tensor, train_y: Sequence[str], test_x: torch.Tensor, test_y: Sequence[str],
@@ -87,10 +80,10 @@ def linear_readout(train_x: torch.Tensor, train_y: Sequence[str], test_x: torch.
     return {"accuracy": accuracy, "majority": majority, "classes": len(classes)}
 
 
-def order_readout(train: list[CompItem], test: list[CompItem]) -> dict[str, dict[str, float]]:
+def order_readout(train: list[CompItem], test: list[CompItem], cache: Path) -> dict[str, dict[str, float]]:
     """Per label (first/last event's motion and colour): the held-out accuracy of the linear read-out."""
-    train_x = trunk_features([positive_text(item) for item in train])
-    test_x = trunk_features([positive_text(item) for item in test])
+    train_x = trunk_features([positive_text(item) for item in train], cache)
+    test_x = trunk_features([positive_text(item) for item in test], cache)
     train_labels, test_labels = [event_labels(i) for i in train], [event_labels(i) for i in test]
     out = {}
     for name in train_labels[0]:
@@ -101,17 +94,18 @@ def order_readout(train: list[CompItem], test: list[CompItem]) -> dict[str, dict
 
 @torch.no_grad()
 def video_order(model, items: Sequence[CompItem], num_frames: int = 12) -> dict[str, float]:
-    """Score of each clip for its own positive caption with the frames in order, minus with them reversed: the
-    share of clips where order wins (strictly) and the mean and mean absolute difference."""
-    from tta.media.transforms import clip_transform
-    from tta.media.video import read_frames
+    """Score of each clip (the probe's whole-video clip) for its own positive caption with the frames in order,
+    minus with them reversed: the share of clips where order wins (strictly) and the mean and mean absolute
+    difference. Frames are encoded one by one, so the reversed clip is the same embeddings in reverse order."""
+    from tta.comp.probe import Span, SpanLoader
+    from tta.models.encode import encode_videos
 
     model.eval()
-    clips = torch.stack([clip_transform(read_frames(i.video_path, num_frames=num_frames), model.image_size)
-                         for i in items])
+    spans = [Span(i.video_path, i.duration, 0.0, i.duration) for i in items]
+    frames = encode_videos(model, SpanLoader(spans, num_frames, model.image_size), len(spans))
     text = model.encode_text(model.tokenize([positive_text(i) for i in items]))
-    forward = model.text_video_similarity(text, model.encode_video(clips)).diagonal()
-    reverse = model.text_video_similarity(text, model.encode_video(clips.flip(1))).diagonal()
+    forward = model.text_video_similarity(text, frames).diagonal()
+    reverse = model.text_video_similarity(text, frames.flip(1)).diagonal()
     difference = forward - reverse
     return {"forward_preferred": (difference > 0).float().mean().item(), "mean_difference": difference.mean().item(),
             "mean_abs_difference": difference.abs().mean().item(), "clips": len(items)}
@@ -126,8 +120,8 @@ def main(argv: list[str]) -> int:
     checkpoint = None
     if argv and argv[0] == "--checkpoint":
         if len(argv) < 2 or not Path(argv[1]).expanduser().is_file():
-            print("tta.synth.order_diagnostics: --checkpoint needs the path of a trained model file (.pt), e.g. one under "
-                  "~/.cache/tta/checkpoints", file=sys.stderr)
+            print("tta.synth.order_diagnostics: --checkpoint needs the path of a trained model file (.pt), e.g. one "
+                  "under ~/.cache/tta/checkpoints", file=sys.stderr)
             return 2
         checkpoint, argv = Path(argv[1]).expanduser(), argv[2:]
     try:
@@ -141,7 +135,7 @@ def main(argv: list[str]) -> int:
     print(f"linear read-out of the frozen text trunk, {len(train)} train / {len(test)} test captions "
           f"(data={cfg.data.name}, recolour_events={cfg.data.synth.recolour_events})")
     print("| label | held-out accuracy | majority class | classes |\n|---|---|---|---|")
-    for name, r in order_readout(train, test).items():
+    for name, r in order_readout(train, test, cache).items():
         print(f"| {name} | {100 * r['accuracy']:.1f} % | {100 * r['majority']:.1f} % | {r['classes']} |")
     if checkpoint is not None:
         from tta.models.checkpoint import load_checkpoint

@@ -31,16 +31,16 @@ FORMAT = "tta-shipped-weights/1"
 TRAIN_ENV = "TTA_TRAIN_EMBEDDED"
 
 
-def shipped_file(checkpoint_name: str, shipped_dir: Path | None = None) -> Path | None:
+def shipped_file(checkpoint_name: str) -> Path | None:
     """The shipped file standing for the cache checkpoint ``checkpoint_name``; None when there is none or when
     ``$TTA_TRAIN_EMBEDDED`` asks for training."""
     if os.environ.get(TRAIN_ENV, "").strip() not in ("", "0"):
         return None
-    path = (shipped_dir or SHIPPED_DIR) / checkpoint_name
+    path = SHIPPED_DIR / checkpoint_name
     return path if path.is_file() else None
 
 
-def export(checkpoint: Path, shipped_dir: Path | None = None) -> Path:
+def export(checkpoint: Path) -> Path:
     """Write the trained tensors of ``checkpoint`` (those that differ from a freshly built model) to the shipped
     directory, with the full checkpoint's weight digest and its training config and metrics."""
     from tta.data.gallery import weights_digest
@@ -53,7 +53,7 @@ def export(checkpoint: Path, shipped_dir: Path | None = None) -> Path:
     model = load_checkpoint(checkpoint)
     trained = {k: v.clone() for k, v in model.state_dict().items()
                if k not in fresh or fresh[k].shape != v.shape or not torch.equal(fresh[k], v)}
-    out = (shipped_dir or SHIPPED_DIR) / Path(checkpoint).name
+    out = SHIPPED_DIR / Path(checkpoint).name
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_torch_save(out, {"format": FORMAT, "model_config": blob["model_config"], "state_dict": trained,
                             "digest": weights_digest(model), "train_config": blob.get("train_config"),

@@ -12,6 +12,7 @@ import json
 import logging
 from pathlib import Path
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from tta.models.checkpoint import load_checkpoint
@@ -38,7 +39,6 @@ _DATA_VOLATILE = ("cross_source", "root_env", "split")
 # starts from the shared pretrained model
 _DEFAULT_OFF = {"text_trunk_trainable_layers": 0, "text_trunk_lr": None, "plateau": None}
 _DEFAULT_CHAIN = ["temp_reorder", "action_replace", "reorder_replaced"]
-_SYNTH_DEFAULT_OFF = {"recolour_events": False}
 
 
 def _recipe_key(cfg: DictConfig) -> str:
@@ -55,6 +55,10 @@ def _recipe_key(cfg: DictConfig) -> str:
     for k, default in _DEFAULT_OFF.items():
         if k in plain and plain[k] == default:
             plain.pop(k)
+    if isinstance(plain.get("model"), dict) and "checkpoint" in plain["model"]:
+        # which checkpoint a run loads is not how it is trained: model.checkpoint=pretrained must find the pretrained
+        # model that `auto` fine-tunes from, under the key every checkpoint was made with
+        plain["model"]["checkpoint"] = "auto"
     for k in _DATA_VOLATILE:
         (plain.get("data") or {}).pop(k, None)
     reader = (plain.get("data") or {}).get("reader")
@@ -64,8 +68,8 @@ def _recipe_key(cfg: DictConfig) -> str:
         plain["model"]["head"] = head_name(OmegaConf.create(plain["model"]))
     for node in (plain.get("pretrain_corpus"), (plain.get("data") or {}).get("synth")):
         if isinstance(node, dict):  # which class builds the data is not part of what it holds
-            node.pop("_target_", None)
-            for k, default in _SYNTH_DEFAULT_OFF.items():  # options added later, at the value every key was made with
+            target = node.pop("_target_", None)
+            for k, default in getattr(get_class(target), "KEY_DEFAULT_OFF", {}).items() if target else ():
                 if k in node and node[k] == default:
                     node.pop(k)
     return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:10]
@@ -81,9 +85,6 @@ def _flat(node: dict, prefix: str = "") -> dict:
 def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path,
                recipe: list[str] | None = None) -> DictConfig:
     model_node = OmegaConf.to_container(model_cfg, resolve=True)
-    # which checkpoint a run loads is not how it is trained: model.checkpoint=pretrained (zero-shot) must find the
-    # same pretrained model that `auto` fine-tunes from, under the key every checkpoint was made with
-    model_node["checkpoint"] = "auto"
     # a model's own fine-tuning options (model.finetune_overrides, e.g. seqTransf trains on every frame) come before
     # the recipe's, so an explicit recipe option still wins; they enter the key as the options they set
     own = model_node.pop("finetune_overrides", None) or {}
