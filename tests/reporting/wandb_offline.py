@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 BLOCK = 32768
@@ -48,11 +49,26 @@ def read_records(path: str | Path) -> list:
     return records
 
 
+def finished_records(path: str | Path, timeout: float = 30.0) -> list:
+    """The records of a finished run file. wandb's writer (wandb-core) may still be flushing when ``finish()``
+    returns, so this waits until the file holds both its run record and its exit record; a file that never does
+    fails with the record kinds it has."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = read_records(path)
+        kinds = [r.WhichOneof("record_type") for r in records]
+        if "run" in kinds and "exit" in kinds:
+            return records
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} has no complete run after {timeout:.0f} s; its records: {kinds}")
+        time.sleep(0.5)
+
+
 def summarize(path: str | Path) -> dict:
     """{"run": {...}, "config": {key: value}, "history": [ {key: value} ], "summary": {key: value}, "exit_code",
     "metrics": {name: {"step_metric", "summary"}} (define_metric), "artifacts": [{"name", "type", "files"}]}."""
     out = {"run": {}, "config": {}, "history": [], "summary": {}, "exit_code": None, "metrics": {}, "artifacts": []}
-    for rec in read_records(path):
+    for rec in finished_records(path):
         kind = rec.WhichOneof("record_type")
         if kind == "run":
             out["run"] = {"project": rec.run.project, "group": rec.run.run_group, "name": rec.run.display_name,
