@@ -257,7 +257,8 @@ def cached_text_trunk(model: RetrievalModel, captions: list[str], cache_dir: Pat
 
     Unique captions only, encoded in batches of similar length (little padding), then scattered back.
     """
-    key = hashlib.sha1(json.dumps([model.config()["tower"], captions]).encode()).hexdigest()[:16]
+    pool = model.config().get("text_pool")  # clause features differ from pooled ones; absent for the mean pooling
+    key = hashlib.sha1(json.dumps([model.config()["tower"], *([pool] if pool else []), captions]).encode()).hexdigest()[:16]
     file = cache_dir / f"text-trunk-{key}.pt"
     if file.exists():
         return torch.load(file)
@@ -360,7 +361,7 @@ def plateau_stop(cfg: DictConfig, cache: Path) -> PlateauStop | None:
 
 def train(cfg: DictConfig) -> Path:
     """Run one training stage; returns the checkpoint path."""
-    from tta.models.factory import model_from_config
+    from tta.models.factory import model_from_config, text_pool
     from tta.utils.logs import quiet_lightning
     from tta.utils.paths import cache_root
 
@@ -373,7 +374,7 @@ def train(cfg: DictConfig) -> Path:
     cache = cache_root(cfg.paths.cache_dir)
     L.seed_everything(cfg.seed, workers=True)
     if cfg.init and cfg.init != "none":
-        model = load_checkpoint(cfg.init, head=head_name(cfg.model))
+        model = load_checkpoint(cfg.init, head=head_name(cfg.model), text_pool=text_pool(cfg.model))
         log.info("initialised from %s", cfg.init)
     else:
         model = model_from_config(cfg.model, checkpoint=None)

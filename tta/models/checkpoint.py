@@ -40,7 +40,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return blob
 
 
-def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arch: str | None = None) -> RetrievalModel:
+def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arch: str | None = None,
+                    text_pool: str | None = None) -> RetrievalModel:
     """Rebuild and load a model.
 
     Args:
@@ -48,6 +49,8 @@ def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arc
         head: similarity head to use; if it differs from the stored one (e.g. X-Pool fine-tuning initialised from a
             pretrained CLIP), the towers are loaded and the new head starts from its own initialisation.
         expect_arch: if given, the stored tower architecture must equal it.
+        text_pool: text pooling to use (``mean`` / ``clauses``); if it differs from the stored one, a clause pooling
+            the file does not hold starts from its own initialisation (one the file holds is left out).
     """
     blob = read_checkpoint(path)
     cfg = blob["model_config"]
@@ -56,15 +59,20 @@ def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arc
         raise ValueError(f"checkpoint {path} holds a model of architecture {tower.arch!r} but the config asks for "
                          f"{expect_arch!r}; choose the matching model.arch or another checkpoint")
     head = head or cfg["head"]
-    model = RetrievalModel(tower, head=head)
+    stored_pool = cfg.get("text_pool", "mean")
+    text_pool = text_pool or stored_pool
+    model = RetrievalModel(tower, head=head, text_pool=text_pool)
     state = blob["state_dict"]
-    if head != cfg["head"]:
-        state = {k: v for k, v in state.items() if not k.startswith("pool.")}
+    fresh = tuple(prefix for prefix, changed in (("pool.", head != cfg["head"]),
+                                                 ("text_clauses.", text_pool != stored_pool)) if changed)
+    if fresh:
+        state = {k: v for k, v in state.items() if not k.startswith(fresh)}
         result = model.load_state_dict(state, strict=False)
-        missing = [k for k in result.missing_keys if not k.startswith("pool.")]
+        missing = [k for k in result.missing_keys if not k.startswith(fresh)]
         if missing or result.unexpected_keys:
             raise ValueError(f"{path}: towers do not match ({missing[:5]} missing, {result.unexpected_keys[:5]} unexpected)")
-        log.info("loaded towers of %s; new %s head starts from its initialisation", path, head)
+        log.info("loaded towers of %s; %s start from their initialisation", path,
+                 " and ".join(f"the new {head} head" if f == "pool." else f"the {text_pool} text pooling" for f in fresh))
     else:
         try:
             model.load_state_dict(state, strict=True)

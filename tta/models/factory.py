@@ -28,6 +28,11 @@ def tower_config(model_cfg: DictConfig) -> TowerConfig:
     return TowerConfig(**{k: plain[k] for k in TOWER_KEYS if k in plain})
 
 
+def text_pool(model_cfg: DictConfig) -> str:
+    """``model.text_pool`` (``mean`` when the config has no such key)."""
+    return str(model_cfg.get("text_pool") or "mean")
+
+
 def model_from_config(model_cfg: DictConfig, checkpoint: str | None = "none") -> RetrievalModel:
     """The model of ``model_cfg`` with ``checkpoint`` (see the module docstring); the embedded model's ``auto`` and
     ``pretrained`` checkpoints come from :func:`tta.synth.zoo.load_model`."""
@@ -36,12 +41,13 @@ def model_from_config(model_cfg: DictConfig, checkpoint: str | None = "none") ->
         if model_cfg.arch == EMBEDDED:  # built on first use by the embedded benchmark, not here
             raise ValueError(f"model.checkpoint={ckpt} of the embedded model is built by tta.synth.zoo.load_model")
         if ckpt == "pretrained":
-            return RetrievalModel(tower_config(model_cfg), head=head_name(model_cfg)).eval()
+            return RetrievalModel(tower_config(model_cfg), head=head_name(model_cfg),
+                                  text_pool=text_pool(model_cfg)).eval()
         raise ValueError(f"model.checkpoint=auto builds checkpoints only for the embedded model; for "
                          f"arch={model_cfg.arch} give model.checkpoint=<path to a fine-tuned tta checkpoint> "
                          f"(convert official X-Pool/CLIP4Clip checkpoints first) or model.checkpoint=pretrained")
     if ckpt.lower() in ("none", "null", ""):
-        return RetrievalModel(tower_config(model_cfg), head=head_name(model_cfg)).eval()
+        return RetrievalModel(tower_config(model_cfg), head=head_name(model_cfg), text_pool=text_pool(model_cfg)).eval()
     if not os.path.exists(ckpt):
         raise FileNotFoundError(f"model.checkpoint={ckpt} does not exist; use auto, pretrained, none or a file path")
-    return load_checkpoint(ckpt, head=head_name(model_cfg), expect_arch=model_cfg.arch)
+    return load_checkpoint(ckpt, head=head_name(model_cfg), expect_arch=model_cfg.arch, text_pool=text_pool(model_cfg))

@@ -66,21 +66,24 @@ class FrameBlock(nn.Module):
         self.mlp = nn.Sequential(OrderedDict([("c_fc", nn.Linear(dim, 4 * dim)), ("gelu", QuickGELU()),
                                               ("c_proj", nn.Linear(4 * dim, dim))]))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         h = self.ln_1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
+        x = x + self.attn(h, h, h, need_weights=False, key_padding_mask=key_padding_mask)[0]
         return x + self.mlp(self.ln_2(x))
 
 
 class FrameTransformer(nn.Module):
-    """``layers`` :class:`FrameBlock` in sequence over (N, T, D) frames (every frame attends to every frame)."""
+    """``layers`` :class:`FrameBlock` in sequence over (N, T, D) frames (every frame attends to every frame; a
+    ``key_padding_mask`` (N, T), True = padding, hides padded positions, as the clause pooling of captions needs)."""
 
     def __init__(self, dim: int, layers: int, heads: int):
         super().__init__()
         self.resblocks = nn.Sequential(*[FrameBlock(dim, heads) for _ in range(layers)])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.resblocks(x)
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        for block in self.resblocks:
+            x = block(x, key_padding_mask)
+        return x
 
 
 class SeqTransfHead(nn.Module):

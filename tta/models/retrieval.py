@@ -6,7 +6,8 @@
 
 Interface used by the data pipeline and the adapters:
 ``encode_video(frames: (B, T, 3, H, W)) -> (B, T, D)`` per-frame embeddings (after the visual projection, not
-normalised), ``encode_text(tokens: (B, L)) -> (B, D)``, ``similarity(queries, gallery) -> (B, G)`` where a 3-D
+normalised), ``encode_text(tokens: (B, L)) -> (B, D)`` (the trunk's token states mean-pooled, or, with
+``text_pool="clauses"``, pooled per clause and then over the clause sequence: :mod:`tta.models.text_clauses`), ``similarity(queries, gallery) -> (B, G)`` where a 3-D
 tensor is a batch of videos and a 2-D tensor a batch of captions, so the same call serves v2t and t2v.
 """
 
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 from tta.models.heads import HEADS
+from tta.models.text_clauses import SEPARATORS, TEXT_POOLS, ClauseSequencePool
 from tta.models.towers import EMBEDDED, Tokenizer, TowerConfig, build_clip
 
 
@@ -29,27 +31,44 @@ class RetrievalModel(nn.Module):
         head: the name of a head of :data:`tta.models.heads.HEADS`: ``meanp`` (CLIP4Clip), ``seqtransf``
             (CLIP4Clip-seqTransf) or ``xpool``.
         xpool_dropout: dropout of the X-Pool residual branch (the other heads ignore it).
+        text_pool: ``mean`` (the tower's own mean pooling) or ``clauses`` (:mod:`tta.models.text_clauses`; the
+            embedded text tower only).
     """
 
-    def __init__(self, tower: TowerConfig, head: str = "meanp", xpool_dropout: float = 0.3):
+    def __init__(self, tower: TowerConfig, head: str = "meanp", xpool_dropout: float = 0.3, text_pool: str = "mean"):
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"unknown similarity head {head!r}; choose one of {tuple(HEADS)}")
+        if text_pool not in TEXT_POOLS:
+            raise ValueError(f"model.text_pool must be one of {list(TEXT_POOLS)}, got {text_pool!r}")
+        if text_pool != "mean" and tower.arch != EMBEDDED:
+            raise ValueError(f"model.text_pool={text_pool} pools the token states of the embedded text tower; "
+                             f"arch={tower.arch} has only its end-of-text feature: use model.text_pool=mean")
         self.tower_cfg = tower
         self.head_name = head
+        self.text_pool = text_pool
         self.clip = build_clip(tower)
         # the head's width is the towers' output width (512 for ViT-B-32, whatever tower.embed_dim says)
         width = int(getattr(self.clip.visual, "output_dim", None) or tower.embed_dim)
         self.pool = HEADS[head](width, xpool_dropout)  # meanp has no parameters: nothing under pool.* then
         # (seqtransf's and xpool's parameters live under pool.*; no adapter updates them: layer_norms() is per tower)
         self._tokenizer: Tokenizer | None = None
+        self.text_clauses: ClauseSequencePool | None = None
+        if text_pool == "clauses":
+            hf = self.tokenizer._hf
+            self.text_clauses = ClauseSequencePool(int(self.clip.text.config.hidden_size),
+                                                   hf.convert_tokens_to_ids(list(SEPARATORS)),
+                                                   [hf.pad_token_id, hf.cls_token_id, hf.sep_token_id])
 
     # ----------------------------------------------------------------------------------------------- config
     def config(self) -> dict:
         """Everything needed to rebuild this module (stored in checkpoints)."""
         tower = asdict(self.tower_cfg)
         tower["pretrained"] = None  # weights come from the checkpoint itself
-        return {"tower": tower, "head": self.head_name}
+        out = {"tower": tower, "head": self.head_name}
+        if self.text_pool != "mean":  # absent = mean: the configs of checkpoints made before the option
+            out["text_pool"] = self.text_pool
+        return out
 
     @property
     def image_size(self) -> int:
@@ -83,7 +102,8 @@ class RetrievalModel(nn.Module):
         raise ValueError(f"side must be 'video' or 'text', got {side!r}")
 
     def layer_norms(self, side: str) -> list[tuple[str, nn.LayerNorm]]:
-        """All ``nn.LayerNorm`` modules of one tower (the parameters HAT-VTR and the baselines adapt)."""
+        """All ``nn.LayerNorm`` modules of one tower (the parameters HAT-VTR and the baselines adapt); the text
+        side's include those of the clause pooling, which is part of the text encoder."""
         tower = self.tower(side)
         out = []
         for name, mod in tower.named_modules():
@@ -92,6 +112,8 @@ class RetrievalModel(nn.Module):
             if side == "text" and tower is self.clip and (name.startswith("visual") or name.startswith("pool")):
                 continue
             out.append((name, mod))
+        if side == "text" and self.text_clauses is not None:
+            out += [(f"text_clauses.{n}", m) for n, m in self.text_clauses.named_modules() if isinstance(m, nn.LayerNorm)]
         return out
 
     # ---------------------------------------------------------------------------------------------- encode
@@ -103,14 +125,20 @@ class RetrievalModel(nn.Module):
 
     def encode_text(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens: (B, L) -> (B, D) caption embeddings."""
+        if self.text_clauses is not None:
+            return self.text_head(self.text_trunk(tokens))
         return self.clip.encode_text(tokens)
 
     def text_trunk(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Text features before the final projection (cached when the trunk is frozen during training)."""
+        """Text features before the trained part of the text side (cached when the trunk is frozen during
+        training): (B, d) pooled features, or (B, C, d) clause features with ``text_pool="clauses"``."""
         if self.tower_cfg.arch == EMBEDDED:
             text = self.clip.text
             mask = (tokens != text.config.pad_token_id).long()
-            return text.pooler(text.transformer(input_ids=tokens, attention_mask=mask), mask)
+            out = text.transformer(input_ids=tokens, attention_mask=mask)
+            if self.text_clauses is not None:
+                return self.text_clauses.clauses(out.last_hidden_state, tokens)
+            return text.pooler(out, mask)
         clip = self.clip
         x = clip.token_embedding(tokens) + clip.positional_embedding
         x = clip.transformer(x, attn_mask=clip.attn_mask)
@@ -118,8 +146,11 @@ class RetrievalModel(nn.Module):
         return x[torch.arange(x.shape[0]), tokens.argmax(dim=-1)]
 
     def text_head(self, trunk: torch.Tensor) -> torch.Tensor:
-        """Final projection applied to :meth:`text_trunk` features."""
+        """The trained part of the text side applied to :meth:`text_trunk` features: the clause pooling (when
+        there is one), then the final projection."""
         if self.tower_cfg.arch == EMBEDDED:
+            if self.text_clauses is not None:
+                trunk = self.text_clauses(trunk)
             return self.clip.text.proj(trunk)
         return trunk @ self.clip.text_projection
 

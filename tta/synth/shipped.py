@@ -49,7 +49,9 @@ def export(checkpoint: Path) -> Path:
     from tta.models.towers import TowerConfig
 
     blob = read_checkpoint(checkpoint)
-    fresh = RetrievalModel(TowerConfig(**blob["model_config"]["tower"]), head=blob["model_config"]["head"]).state_dict()
+    config = blob["model_config"]
+    fresh = RetrievalModel(TowerConfig(**config["tower"]), head=config["head"],
+                           text_pool=config.get("text_pool", "mean")).state_dict()
     model = load_checkpoint(checkpoint)
     trained = {k: v.clone() for k, v in model.state_dict().items()
                if k not in fresh or fresh[k].shape != v.shape or not torch.equal(fresh[k], v)}
@@ -80,7 +82,7 @@ def materialise(shipped: Path, destination: Path) -> bool:
                     FORMAT)
         return False
     config = blob["model_config"]
-    model = RetrievalModel(TowerConfig(**config["tower"]), head=config["head"])
+    model = RetrievalModel(TowerConfig(**config["tower"]), head=config["head"], text_pool=config.get("text_pool", "mean"))
     result = model.load_state_dict(blob["state_dict"], strict=False)
     digest = weights_digest(model)
     if result.unexpected_keys or digest != blob["digest"]:

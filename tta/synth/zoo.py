@@ -16,7 +16,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from tta.models.checkpoint import load_checkpoint
-from tta.models.factory import model_from_config
+from tta.models.factory import model_from_config, text_pool
 from tta.models.heads import MeanPHead, head_name
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import EMBEDDED
@@ -55,6 +55,8 @@ def _recipe_key(cfg: DictConfig) -> str:
     for k, default in _DEFAULT_OFF.items():
         if k in plain and plain[k] == default:
             plain.pop(k)
+    if isinstance(plain.get("model"), dict) and plain["model"].get("text_pool", "mean") == "mean":
+        plain["model"].pop("text_pool", None)  # the default pooling: keys made before the option stay valid
     if isinstance(plain.get("model"), dict) and "checkpoint" in plain["model"]:
         # which checkpoint a run loads is not how it is trained: model.checkpoint=pretrained must find the pretrained
         # model that `auto` fine-tunes from, under the key every checkpoint was made with
@@ -95,6 +97,7 @@ def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, c
         for k, default in _DEFAULT_OFF.items():
             cfg[k] = default
         model_node["head"] = {"_target_": f"{MeanPHead.__module__}.{MeanPHead.__name__}"}
+        model_node["text_pool"] = "mean"  # one pretrained model for every text pooling (a new one starts fresh)
         model_node["name"] = "clip"
     cfg.model = model_node
     if data_cfg is not None:
@@ -271,12 +274,12 @@ def load_model(model_cfg: DictConfig, checkpoint: str | None = "auto", data_cfg:
         path = ensure_embedded_checkpoint(model_cfg, data_cfg, cache, pretrained_only=ckpt == "pretrained",
                                           recipe=recipe)
         try:
-            return load_checkpoint(path, head=head_name(model_cfg))
+            return load_checkpoint(path, head=head_name(model_cfg), text_pool=text_pool(model_cfg))
         except CorruptFileError as e:  # a cache entry: rebuilt, not reported (a damaged pretrained one goes too)
             log.warning("%s; rebuilding the embedded checkpoint", e)
             with file_lock(path.with_suffix(".lock"), "the embedded checkpoint"):
                 path.unlink(missing_ok=True)
             path = ensure_embedded_checkpoint(model_cfg, data_cfg, cache, pretrained_only=ckpt == "pretrained",
                                               recipe=recipe)
-            return load_checkpoint(path, head=head_name(model_cfg))
+            return load_checkpoint(path, head=head_name(model_cfg), text_pool=text_pool(model_cfg))
     return model_from_config(model_cfg, ckpt)

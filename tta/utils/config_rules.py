@@ -288,8 +288,25 @@ def _comp_chain(cfg: dict) -> str | None:
     return None
 
 
+# tta/models/text_clauses.py's TEXT_POOLS (a test keeps the two equal)
+TEXT_POOLS = ("mean", "clauses")
+
+
+def _text_pool(cfg: dict) -> str | None:
+    """The clause pooling reads the embedded text tower's token states; other towers pool their own way."""
+    pool, arch = _get(cfg, "model.text_pool"), _get(cfg, "model.arch")
+    if pool is None:
+        return None
+    if pool not in TEXT_POOLS:
+        return f"model.text_pool={pool}: expected one of {', '.join(TEXT_POOLS)}"
+    if pool != "mean" and arch not in (None, "embedded"):
+        return (f"model.text_pool={pool} pools the token states of the embedded text tower; model.arch={arch} has "
+                f"only its end-of-text feature: use model.text_pool=mean")
+    return None
+
+
 RELATIONS: tuple[Callable[[dict], str | None], ...] = (_hubness_k_below_gallery, _events_range, _text_trunk_training,
-                                                      _comp_chain)
+                                                      _comp_chain, _text_pool)
 
 
 def validate_config(cfg: Any) -> None:
