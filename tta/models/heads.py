@@ -72,6 +72,21 @@ class FrameBlock(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+def bert_style_init(module: nn.Module) -> None:
+    """CLIP4Clip's own initialisation for tensors it does not copy from CLIP (BERT-style: normal weights of std
+    0.02, zero biases), for the linear maps, embeddings and attention projections of ``module``. A transformer so
+    initialised adds little to a residual path, so a module built on one starts close to that path."""
+    for mod in module.modules():
+        if isinstance(mod, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(mod.weight, std=0.02)
+            if getattr(mod, "bias", None) is not None:
+                nn.init.zeros_(mod.bias)
+    for mod in module.modules():
+        if isinstance(mod, nn.MultiheadAttention):
+            nn.init.normal_(mod.in_proj_weight, std=0.02)
+            nn.init.zeros_(mod.in_proj_bias)
+
+
 class FrameTransformer(nn.Module):
     """``layers`` :class:`FrameBlock` in sequence over (N, T, D) frames (every frame attends to every frame; a
     ``key_padding_mask`` (N, T), True = padding, hides padded positions, as the clause pooling of captions needs)."""
@@ -115,16 +130,8 @@ class SeqTransfHead(nn.Module):
         self.frame_position_embeddings = nn.Embedding(self.MAX_FRAMES, self.dim)
         self.transformer = FrameTransformer(self.dim, self.LAYERS, max(1, self.dim // 64))
         self._memo: tuple | None = None
-        # CLIP4Clip's own initialisation for tensors it does not copy from CLIP (BERT-style, std 0.02); the
-        # embedded towers have no CLIP text transformer of this width to copy from
-        for mod in self.modules():
-            if isinstance(mod, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(mod.weight, std=0.02)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
-        for block in self.transformer.resblocks:
-            nn.init.normal_(block.attn.in_proj_weight, std=0.02)
-            nn.init.zeros_(block.attn.in_proj_bias)
+        # the embedded towers have no CLIP text transformer of this width to copy from
+        bert_style_init(self)
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         """(N, T, D) frame embeddings -> (N, T, D) temporally contextualised frames g = Transformer(f + p) + f."""

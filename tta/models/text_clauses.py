@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tta.models.heads import FrameTransformer
+from tta.models.heads import FrameTransformer, bert_style_init
 
 TEXT_POOLS = ("mean", "clauses")
 SEPARATORS = (",", ".", ";")
@@ -48,15 +48,7 @@ class ClauseSequencePool(nn.Module):
         self.register_buffer("special", torch.tensor(special, dtype=torch.long), persistent=False)
         self.clause_position_embeddings = nn.Embedding(self.MAX_CLAUSES, dim)
         self.transformer = FrameTransformer(dim, self.LAYERS, max(1, dim // 64))
-        # BERT-style initialisation (std 0.02) as seqTransf's: the module starts close to "mean of the clauses"
-        for mod in self.modules():
-            if isinstance(mod, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(mod.weight, std=0.02)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
-        for block in self.transformer.resblocks:
-            nn.init.normal_(block.attn.in_proj_weight, std=0.02)
-            nn.init.zeros_(block.attn.in_proj_bias)
+        bert_style_init(self)  # as seqTransf's: the module starts close to "the mean of the clauses"
 
     def clauses(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """(B, L, d) token states and (B, L) token ids -> (B, C, d) clause means; rows past the last clause are 0."""
