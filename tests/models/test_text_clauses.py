@@ -145,4 +145,5 @@ def test_embedded_model_encodes_through_the_clauses_and_checkpoints_keep_them(tm
     grown = load_checkpoint(tmp_path / "mean.pt", text_pool="clauses")  # fine-tuning from the pretrained model
     assert grown.text_clauses is not None
     assert torch.equal(grown.clip.text.proj.weight, mean.clip.text.proj.weight)
-    assert load_checkpoint(tmp_path / "clauses.pt", text_pool="mean").text_clauses is None
+    with pytest.raises(ValueError, match="set model.text_pool=clauses to load it"):  # never drop trained weights
+        load_checkpoint(tmp_path / "clauses.pt", text_pool="mean")

@@ -49,8 +49,8 @@ def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arc
         head: similarity head to use; if it differs from the stored one (e.g. X-Pool fine-tuning initialised from a
             pretrained CLIP), the towers are loaded and the new head starts from its own initialisation.
         expect_arch: if given, the stored tower architecture must equal it.
-        text_pool: text pooling to use (``mean`` / ``clauses``); if it differs from the stored one, a clause pooling
-            the file does not hold starts from its own initialisation (one the file holds is left out).
+        text_pool: text pooling to use (``mean`` / ``clauses``); a clause pooling the file does not hold starts from
+            its own initialisation (fine-tuning from the pretrained model); one the file holds cannot be dropped.
     """
     blob = read_checkpoint(path)
     cfg = blob["model_config"]
@@ -61,6 +61,9 @@ def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arc
     head = head or cfg["head"]
     stored_pool = cfg.get("text_pool", "mean")
     text_pool = text_pool or stored_pool
+    if stored_pool != "mean" and text_pool != stored_pool:  # its trained weights would be lost without a word
+        raise ValueError(f"checkpoint {path} was trained with model.text_pool={stored_pool}; set "
+                         f"model.text_pool={stored_pool} to load it")
     model = RetrievalModel(tower, head=head, text_pool=text_pool)
     state = blob["state_dict"]
     fresh = tuple(prefix for prefix, changed in (("pool.", head != cfg["head"]),

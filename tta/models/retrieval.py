@@ -55,10 +55,8 @@ class RetrievalModel(nn.Module):
         self._tokenizer: Tokenizer | None = None
         self.text_clauses: ClauseSequencePool | None = None
         if text_pool == "clauses":
-            hf = self.tokenizer._hf
             self.text_clauses = ClauseSequencePool(int(self.clip.text.config.hidden_size),
-                                                   hf.convert_tokens_to_ids(list(SEPARATORS)),
-                                                   [hf.pad_token_id, hf.cls_token_id, hf.sep_token_id])
+                                                   *self.tokenizer.clause_ids(SEPARATORS))
 
     # ----------------------------------------------------------------------------------------------- config
     def config(self) -> dict:

@@ -113,6 +113,14 @@ class Tokenizer:
             return out["input_ids"]
         return self._oc(list(texts))
 
+    def clause_ids(self, separators: tuple[str, ...]) -> tuple[list[int], list[int]]:
+        """(ids of the ``separators`` tokens, ids of the tokens that are never content: padding, [CLS], [SEP]) of
+        the embedded WordPiece vocabulary, for the clause pooling of :mod:`tta.models.text_clauses`."""
+        if self._hf is None:
+            raise ValueError("clause ids exist for the embedded text tower's tokenizer only")
+        hf = self._hf
+        return hf.convert_tokens_to_ids(list(separators)), [hf.pad_token_id, hf.cls_token_id, hf.sep_token_id]
+
     def num_tokens(self, text: str) -> int:
         """Token count before truncation (for the over-long caption check)."""
         if self._hf is not None:
