@@ -295,3 +295,18 @@ def test_pad_frames():
     assert pad_frames(x, 3) is x
     with pytest.raises(ValueError):
         pad_frames(x[:0], 4)
+
+
+@needs_decord
+@pytest.mark.parametrize("name", ["bikes.mp4", "carphone_pristine.mp4"])
+def test_whole_video_decodes_with_decord_where_pyav_is_missing(monkeypatch, name):
+    """Group-B shifts decode every frame; an image without the PyAV wheel falls back to decord, to the same pixels."""
+    from tta.media.video import read_all_frames
+
+    path = os.path.join(SAMPLES, name)
+    frames, fps = read_all_frames(path)
+    monkeypatch.setitem(sys.modules, "av", None)  # `import av` now raises ImportError
+    again, fps_again = read_all_frames(path)
+    assert torch.equal(again, frames) and fps_again == pytest.approx(fps)
+    with pytest.raises(VideoDecodeError, match="could not decode"):
+        read_all_frames(os.path.join(os.path.dirname(__file__), "test_video_io.py"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import pickle
 import random
+from pathlib import Path
 
 import open_clip
 import pytest
@@ -45,16 +46,16 @@ def official_checkpoints(tmp_path_factory):
     return out
 
 
-def _msvd(root):
+def _msvd(root, n=N, step=12):
     rng = random.Random(0)
-    ids = [f"vid{i:03d}_{i}_{i + 5}" for i in range(N)]
+    ids = [f"vid{i:03d}_{i}_{i + 5}" for i in range(n)]
     (root / "test_list.txt").write_text("\n".join(ids) + "\n")
     words = ["a", "man", "woman", "dog", "cooks", "runs", "sings", "in", "the", "park"]
     caps = {v: [[rng.choice(words) for _ in range(5)] for _ in range(3)] for v in ids}
     with open(root / "raw-captions.pkl", "wb") as f:
         pickle.dump(caps, f)
     for i, v in enumerate(ids):
-        tiny_video(root / "YouTubeClips" / f"{v}.avi", 10 + 12 * i)
+        tiny_video(root / "YouTubeClips" / f"{v}.avi", 10 + step * i)
 
 
 def _didemo(root):
@@ -83,3 +84,39 @@ def test_run_on_official_formats_with_converted_checkpoint(tmp_path, official_ch
     assert res["data"] == data and 0 <= res["retrieval"]["R@1"] <= res["retrieval"]["R@10"] <= 100
     assert res["retrieval"]["R@50"] == 100.0
     assert json.loads((tmp_path / "run" / "results.json").read_text())["retrieval"] == res["retrieval"]
+
+
+ADAPTERS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "tta" / "conf" / "adapter").glob("*.yaml"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("task", ["v2t", "t2v"])
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_every_adapter_runs_on_cuda_as_on_the_cpu(tmp_path, official_checkpoints, adapter, task):
+    """Each adapter streams the official-format fixture on the GPU in float32 and bf16 autocast. float32 ranks as the
+    CPU does up to one query per recall level (cuBLAS may sum in another order); bf16 gives valid metrics. Five
+    batches, so that the memories fill and truncate (their bookkeeping mixes CPU ground truth with GPU features)."""
+    n = 80
+    root = tmp_path / "msvd"
+    root.mkdir()
+    _msvd(root, n=n, step=3)
+    results = {}
+    for name, accelerator, precision in (("cpu", "cpu", "32-true"), ("gpu", "gpu", "32-true"),
+                                         ("gpu-bf16", "gpu", "bf16-mixed")):
+        cfg = compose("run", ["data=msvd", f"data.root={root}", "model=clip4clip", "model.arch=custom",
+                              f"model.checkpoint={official_checkpoints['clip4clip']}", f"task={task}",
+                              f"adapter={adapter}", "shift=gaussian", f"paths.cache_dir={tmp_path / 'cache'}",
+                              f"trainer.accelerator={accelerator}", f"trainer.precision={precision}",
+                              "trainer.enable_progress_bar=false"])
+        results[name] = run(cfg, tmp_path / name)
+        recorded = json.loads((tmp_path / name / "results.json").read_text())
+        assert recorded["retrieval"] == results[name]["retrieval"]
+        assert recorded["provenance"]["device"]["type"] == ("cuda" if accelerator == "gpu" else "cpu")
+        assert recorded["provenance"]["precision"] == precision
+    print(adapter, task, {k: {m: r["retrieval"][m] for m in ("R@1", "R@5", "R@10")} for k, r in results.items()})
+    for name in ("gpu", "gpu-bf16"):
+        assert results[name]["num_queries"] == n
+        assert 0 <= results[name]["retrieval"]["R@1"] <= results[name]["retrieval"]["R@10"] <= 100
+    for metric in ("R@1", "R@5", "R@10"):
+        assert abs(results["gpu"]["retrieval"][metric] - results["cpu"]["retrieval"][metric]) <= 100 / n, metric

@@ -344,7 +344,8 @@ def read_frames(
 
 
 def read_all_frames(path: PathLike) -> tuple[torch.Tensor, float]:
-    """Decodes **every** frame of a video with PyAV, sequentially (MLVP group B, docs/shifts/mlvp.md).
+    """Decodes **every** frame of a video with PyAV, sequentially (MLVP group B, docs/shifts/mlvp.md); with decord
+    where PyAV does not import (an image without its wheel), which takes the container's frame count instead.
 
     Group-B shifts (H.264, flow-driven blurs, temporal scrambling) work from the whole decoded video and take the
     uniform frames over the *decoded* count, which can differ from the container's count by a few frames.
@@ -359,10 +360,14 @@ def read_all_frames(path: PathLike) -> tuple[torch.Tensor, float]:
         VideoNotFoundError: If the file does not exist.
         VideoDecodeError: If the file cannot be opened or no frame decodes.
     """
-    import av
-
     path = os.fspath(path)
     _check_exists(path)
+    try:
+        import av
+    except ImportError:
+        if not decord_available():
+            raise
+        return _read_all_decord(path)
     try:
         container = av.open(path)
     except Exception as err:
@@ -383,3 +388,19 @@ def read_all_frames(path: PathLike) -> tuple[torch.Tensor, float]:
     if not frames:
         raise VideoDecodeError(f"{path!r} has no decodable frames. {_REENCODE_HINT}")
     return torch.from_numpy(ensure_rgb(np.stack(frames))), fps
+
+
+def _read_all_decord(path: str) -> tuple[torch.Tensor, float]:
+    """Every frame through decord (``read_all_frames`` where PyAV is missing)."""
+    try:
+        vr = _decord_reader(path)
+        count = len(vr)
+        if count <= 0:
+            raise VideoDecodeError("decord reports zero frames")
+        frames = vr.get_batch(list(range(count))).asnumpy()
+        fps = float(vr.get_avg_fps() or 30.0)
+    except VideoDecodeError as err:
+        raise VideoDecodeError(f"{path!r} has no decodable frames ({err}). {_REENCODE_HINT}") from err
+    except Exception as err:  # noqa: BLE001 - decord raises plain RuntimeError / DECORDError
+        raise VideoDecodeError(f"decord could not decode {path!r}: {err}. {_REENCODE_HINT}") from err
+    return torch.from_numpy(ensure_rgb(frames)), fps

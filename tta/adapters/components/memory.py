@@ -111,7 +111,8 @@ class ReliableMemory:
         n = selection_count(query.shape[0], self.ratio, self.min_one)
         order = torch.sort(score, descending=self.largest_first, stable=True).indices[:n]
         new = [score[order], query[order].detach(), target[order].detach(), entropy[order].detach()]
-        new_correct = correct[order] if correct is not None else None
+        # the flags arrive on the CPU (ground truth lives there); kept beside the features so one index serves all
+        new_correct = correct.to(order.device)[order] if correct is not None else None
         if self.score is None:
             self.score, self.query, self.target, self.entropy = new
             self.correct = new_correct
