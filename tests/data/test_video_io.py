@@ -298,15 +298,37 @@ def test_pad_frames():
 
 
 @needs_decord
-@pytest.mark.parametrize("name", ["bikes.mp4", "carphone_pristine.mp4"])
-def test_whole_video_decodes_with_decord_where_pyav_is_missing(monkeypatch, name):
-    """Group-B shifts decode every frame; an image without the PyAV wheel falls back to decord, to the same pixels."""
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_whole_video_decord_and_pyav_give_the_same_frames(monkeypatch, name):
+    """Group-B shifts decode every frame: decord (auto's first choice) and PyAV's frame loop give the same pixels and
+    rate, and decord alone serves where PyAV is not installed."""
     from tta.media.video import read_all_frames
 
     path = os.path.join(SAMPLES, name)
-    frames, fps = read_all_frames(path)
+    frames, fps = read_all_frames(path, backend="pyav")
+    for backend in ("decord", "auto"):
+        again, fps_again = read_all_frames(path, backend=backend)
+        assert torch.equal(again, frames) and fps_again == pytest.approx(fps)
     monkeypatch.setitem(sys.modules, "av", None)  # `import av` now raises ImportError
-    again, fps_again = read_all_frames(path)
-    assert torch.equal(again, frames) and fps_again == pytest.approx(fps)
+    assert torch.equal(read_all_frames(path)[0], frames)
+    with pytest.raises(ValueError, match="expected 'auto', 'decord' or 'pyav'"):
+        read_all_frames(path, backend="opencv")
+
+
+@needs_decord
+def test_whole_video_of_a_truncated_file_falls_back_to_pyav(tmp_path, monkeypatch):
+    """decord refuses a truncated stream; PyAV keeps the frames that decode, as before."""
+    from tta.media.video import read_all_frames
+
+    fs = tmp_path / "fs.mp4"
+    _faststart_copy(BIKES, str(fs))
+    data = fs.read_bytes()
+    trunc = tmp_path / "fs_trunc.mp4"
+    trunc.write_bytes(data[: int(0.5 * len(data))])
     with pytest.raises(VideoDecodeError, match="could not decode"):
-        read_all_frames(os.path.join(os.path.dirname(__file__), "test_video_io.py"))
+        read_all_frames(trunc, backend="decord")
+    frames, _ = read_all_frames(trunc)
+    assert torch.equal(frames, read_all_frames(trunc, backend="pyav")[0]) and 0 < frames.shape[0] < 250
+    monkeypatch.setitem(sys.modules, "av", None)
+    with pytest.raises(VideoDecodeError, match="PyAV is not installed"):
+        read_all_frames(trunc)
