@@ -185,6 +185,7 @@ def test_gt_ranks_multi_matches_bruteforce(decimals: int | None) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (runs on GPU machines)")
 def test_retrieval_and_hubness_on_cuda_match_cpu() -> None:
     sims = _random_sims(300, 200, seed=11, decimals=1)

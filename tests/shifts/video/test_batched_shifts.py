@@ -62,6 +62,7 @@ def test_batch_input_errors_are_one_clear_line():
         perturb_video(clips, "gaussian", 3, [1, 2], backend="numpy")
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", TWINS)
 def test_cuda_twin_matches_the_cpu_reference(name):

@@ -149,6 +149,7 @@ def test_dis_flow_is_an_option_and_bad_flow_options_are_refused():
         perturb_video(clip, "video_defocus", 3, 0, context=ctx, flow_scale=2)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", ["motion_blur", "video_defocus"])
 def test_cuda_path_matches_the_cpu_reference(name):
