@@ -185,13 +185,16 @@ def test_gt_ranks_multi_matches_bruteforce(decimals: int | None) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (runs on GPU machines)")
 def test_retrieval_and_hubness_on_cuda_match_cpu() -> None:
     sims = _random_sims(300, 200, seed=11, decimals=1)
     gt = _random_gt(300, 200, seed=11)
     assert retrieval_metrics(sims.cuda(), gt.cuda()) == retrieval_metrics(sims, gt)
     assert torch.equal(k_occurrence(sims.cuda(), 10), k_occurrence(sims, 10))
+    from tta.metrics.consistency import top_answers
+
+    sims[3, 5] = float("nan")  # a failed row keeps its -1 answers on either device
+    assert torch.equal(top_answers(sims.cuda(), 10), top_answers(sims, 10))
 
 
 def test_retrieval_errors() -> None:

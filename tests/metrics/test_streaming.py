@@ -119,6 +119,25 @@ def test_every_row_failed():
     assert top1_collapse(rows["neighbours"][rows["finite"], 0], 8) == collapse_check(sims[rows["finite"]])
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("where", ["cuda", "cpu"])
+@pytest.mark.parametrize("multi", [False, True])
+def test_cuda_rows_stream_as_cpu_rows_with_failures(where, multi):
+    """Score rows on the GPU, the accumulator on the GPU or left on the CPU: the same rows as an all-CPU stream,
+    failed rows included (a diverged method is scored on every query, on either device)."""
+    layout = EvalLayout.build(PAIRS, "t2v", multi=True) if multi else _one_to_one(24)
+    q, g = len(layout.queries), len(layout.gallery)
+    sims = torch.randn(q, g, generator=torch.Generator().manual_seed(4))
+    sims[[1, 3]] = float("nan")
+    want = _stream(sims, layout, batch=3).compute()
+    acc = StreamScores(layout.gt, g, layout.gallery_class, 15).to(where)
+    for start in range(0, q, 3):
+        acc.update(sims[start:start + 3].cuda(), torch.arange(start, min(start + 3, q)))
+    got = acc.compute()
+    assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
+
+
 PAIRS = [VideoTextPair("a", "a one", "c0"), VideoTextPair("b", "b one", "c1"), VideoTextPair("a", "a two", "c2"),
          VideoTextPair("c", "c one", "c3"), VideoTextPair("b", "b two", "c4"), VideoTextPair("a", "a three", "c5"),
          VideoTextPair("d", "d one", "c6"), VideoTextPair("c", "c two", "c7")]

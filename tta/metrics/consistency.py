@@ -33,8 +33,8 @@ def top_answers(sims: torch.Tensor, k: int) -> torch.Tensor:
     column of a row with non-finite scores."""
     finite = torch.isfinite(sims).all(dim=1)
     out = torch.full((sims.shape[0], k), -1, dtype=torch.long)
-    if finite.any():
-        out[finite] = stable_topk_indices(sims[finite].double(), k).cpu()
+    if finite.any():  # answers live on the CPU whatever device scored the rows
+        out[finite.cpu()] = stable_topk_indices(sims[finite].double(), k).cpu()
     return out
 
 
