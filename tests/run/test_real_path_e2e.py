@@ -92,9 +92,10 @@ ADAPTERS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "tta" /
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("task", ["v2t", "t2v"])
-@pytest.mark.parametrize("adapter", ADAPTERS)
-def test_every_adapter_runs_on_cuda_as_on_the_cpu(tmp_path, official_checkpoints, adapter, task):
-    """Each adapter streams the official-format fixture on the GPU in float32 and bf16 autocast. float32 ranks as the
+@pytest.mark.parametrize("model,adapter", [("clip4clip", a) for a in ADAPTERS]
+                         + [("xpool", a) for a in ("source", "hatvtr", "tcr", "sar")])
+def test_every_adapter_runs_on_cuda_as_on_the_cpu(tmp_path, official_checkpoints, model, adapter, task):
+    """Each adapter (on CLIP4Clip; four of them on X-Pool too) streams the official-format fixture on the GPU in float32 and bf16 autocast. float32 ranks as the
     CPU does up to one query per recall level (cuBLAS may sum in another order); bf16 gives valid metrics. Five
     batches, so that the memories fill and truncate (their bookkeeping mixes CPU ground truth with GPU features)."""
     n = 80
@@ -104,8 +105,8 @@ def test_every_adapter_runs_on_cuda_as_on_the_cpu(tmp_path, official_checkpoints
     results = {}
     for name, accelerator, precision in (("cpu", "cpu", "32-true"), ("gpu", "gpu", "32-true"),
                                          ("gpu-bf16", "gpu", "bf16-mixed")):
-        cfg = compose("run", ["data=msvd", f"data.root={root}", "model=clip4clip", "model.arch=custom",
-                              f"model.checkpoint={official_checkpoints['clip4clip']}", f"task={task}",
+        cfg = compose("run", ["data=msvd", f"data.root={root}", f"model={model}", "model.arch=custom",
+                              f"model.checkpoint={official_checkpoints[model]}", f"task={task}",
                               f"adapter={adapter}", "shift=gaussian", f"paths.cache_dir={tmp_path / 'cache'}",
                               f"trainer.accelerator={accelerator}", f"trainer.precision={precision}",
                               "trainer.enable_progress_bar=false"])
@@ -114,7 +115,7 @@ def test_every_adapter_runs_on_cuda_as_on_the_cpu(tmp_path, official_checkpoints
         assert recorded["retrieval"] == results[name]["retrieval"]
         assert recorded["provenance"]["device"]["type"] == ("cuda" if accelerator == "gpu" else "cpu")
         assert recorded["provenance"]["precision"] == precision
-    print(adapter, task, {k: {m: r["retrieval"][m] for m in ("R@1", "R@5", "R@10")} for k, r in results.items()})
+    print(model, adapter, task, {k: {m: r["retrieval"][m] for m in ("R@1", "R@5", "R@10")} for k, r in results.items()})
     for name in ("gpu", "gpu-bf16"):
         assert results[name]["num_queries"] == n
         assert 0 <= results[name]["retrieval"]["R@1"] <= results[name]["retrieval"]["R@10"] <= 100
