@@ -137,12 +137,18 @@ def _faststart_copy(src: str, dst: str) -> None:
             out.mux(pkt)
 
 
-def test_truncated_faststart(tmp_path):
+def _truncated_faststart(tmp_path) -> str:
+    """The first half of a faststart copy of bikes.mp4: it opens, and decoding stops part-way."""
     fs = tmp_path / "fs.mp4"
     _faststart_copy(BIKES, str(fs))
     data = fs.read_bytes()
     trunc = tmp_path / "fs_trunc.mp4"
     trunc.write_bytes(data[: int(0.5 * len(data))])
+    return str(trunc)
+
+
+def test_truncated_faststart(tmp_path):
+    trunc = _truncated_faststart(tmp_path)
     with pytest.raises(VideoDecodeError, match="truncated"):
         read_frames(trunc)
     frames = read_frames(trunc, strict=False)  # clamped to the last decodable frame
@@ -320,11 +326,7 @@ def test_whole_video_of_a_truncated_file_falls_back_to_pyav(tmp_path, monkeypatc
     """decord refuses a truncated stream; PyAV keeps the frames that decode, as before."""
     from tta.media.video import read_all_frames
 
-    fs = tmp_path / "fs.mp4"
-    _faststart_copy(BIKES, str(fs))
-    data = fs.read_bytes()
-    trunc = tmp_path / "fs_trunc.mp4"
-    trunc.write_bytes(data[: int(0.5 * len(data))])
+    trunc = _truncated_faststart(tmp_path)
     with pytest.raises(VideoDecodeError, match="could not decode"):
         read_all_frames(trunc, backend="decord")
     frames, _ = read_all_frames(trunc)
