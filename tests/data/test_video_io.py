@@ -303,6 +303,7 @@ def test_pad_frames():
         pad_frames(x[:0], 4)
 
 
+@pytest.mark.heavy  # real sample MP4s, decoded whole
 @needs_decord
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_whole_video_decord_and_pyav_give_the_same_frames(monkeypatch, name):
@@ -321,6 +322,7 @@ def test_whole_video_decord_and_pyav_give_the_same_frames(monkeypatch, name):
         read_all_frames(path, backend="opencv")
 
 
+@pytest.mark.heavy  # real sample MP4s, decoded whole
 @needs_decord
 def test_whole_video_of_a_truncated_file_falls_back_to_pyav(tmp_path, monkeypatch):
     """decord refuses a truncated stream; PyAV keeps the frames that decode, as before."""

@@ -118,6 +118,7 @@ def test_row_ranks_make_raw_and_refined_scores_comparable():
     assert row_ranks(raw)[0].tolist() == [0.0, 1.0, 0.5]
 
 
+@pytest.mark.heavy  # renders every row file and every committed page: tens of seconds, growing with the rows
 def test_every_row_file_renders_and_the_committed_pages_are_current(tmp_path, capsys):
     for file in sorted((RESULTS / "rows").glob("*.jsonl")):
         assert report_main([str(file)]) == 0, file

@@ -90,6 +90,7 @@ ADAPTERS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "tta" /
 
 
 @pytest.mark.gpu
+@pytest.mark.heavy  # three whole tta.run.run per case
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("task", ["v2t", "t2v"])
 @pytest.mark.parametrize("model,adapter", [("clip4clip", a) for a in ADAPTERS]

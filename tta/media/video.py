@@ -348,7 +348,7 @@ def read_all_frames(path: PathLike, backend: str = "auto") -> tuple[torch.Tensor
 
     Group-B shifts (H.264, flow-driven blurs, temporal scrambling) work from the whole decoded video and take the
     uniform frames over the *decoded* count, which can differ from the container's count by a few frames.
-    ``"auto"`` tries decord first (the same FFmpeg decode and RGB conversion, about 3x faster than PyAV's frame loop
+    ``"auto"`` tries decord first (the same FFmpeg decode and RGB conversion, 2-3x faster than PyAV's frame loop
     here); decord refuses a truncated or damaged stream outright, and PyAV then decodes what it can, sequentially.
 
     Args:
@@ -405,7 +405,7 @@ def read_all_frames(path: PathLike, backend: str = "auto") -> tuple[torch.Tensor
 
 
 def _read_all_decord(path: str) -> tuple[torch.Tensor, float]:
-    """Every frame through decord (``read_all_frames`` where PyAV is missing)."""
+    """Every frame through decord, or one ``VideoDecodeError`` (a truncated or damaged stream included)."""
     try:
         vr = _decord_reader(path)
         count = len(vr)
