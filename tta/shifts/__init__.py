@@ -133,7 +133,8 @@ def perturb_video(frames: torch.Tensor, name: str, severity: int, seed, backend:
         clips, options = torch.stack([c for c, _ in canon]), canon[0][1]
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     if twin:
-        options.pop("context", None)
+        if "context" in options and "context" not in inspect.signature(info.batched).parameters:
+            options.pop("context")
         if clips.is_cuda:
             out = info.batched(clips, severity, gens, **options)
         else:  # memory-bound on the CPU: one clip at a time stays in cache (about 3x faster than 8 at once)

@@ -10,9 +10,11 @@ from tta.shifts import perturb_video
 from tta.shifts.registry import _VIDEO, get_shift
 
 TWINS = sorted(n for n, info in _VIDEO.items() if info.batched is not None)
+EXACT = [n for n in TWINS if _VIDEO[n].batched_exact]  # the others: tests/shifts/video/test_farneback.py
 OPTIONS = {"gaussian": {"temporal_mode": "iid"}, "impulse": {"temporal_mode": "iid"},
            "schiappa_speckle_noise": {"temporal_mode": "static"}}
-DETERMINISTIC = {"schiappa_zoom_blur", "brightness", "contrast", "grayscale", "schiappa_jpeg"}  # no randomness: seeds change nothing
+DETERMINISTIC = {"schiappa_zoom_blur", "brightness", "contrast", "grayscale", "schiappa_jpeg", "motion_blur",
+                 "video_defocus"}  # no randomness: seeds change nothing
 
 
 def batch(n: int = 3) -> torch.Tensor:
@@ -21,10 +23,12 @@ def batch(n: int = 3) -> torch.Tensor:
 
 def test_the_expected_shifts_have_twins():
     assert {"gaussian", "impulse", "fog", "elastic_distortion", "schiappa_speckle_noise", "schiappa_zoom_blur",
-            "frost_approx", "brightness", "contrast", "grayscale", "snow_approx", "schiappa_jpeg"} <= set(TWINS)
+            "frost_approx", "brightness", "contrast", "grayscale", "snow_approx", "schiappa_jpeg", "motion_blur",
+            "video_defocus"} <= set(TWINS)
+    assert {"motion_blur", "video_defocus"}.isdisjoint(EXACT)
 
 
-@pytest.mark.parametrize("name", TWINS)
+@pytest.mark.parametrize("name", EXACT)
 @pytest.mark.parametrize("severity", [1, 5])
 def test_twin_equals_the_reference_clip_by_clip(name, severity):
     """Exact twins (registry ``batched_exact``) are bit-identical on the CPU, with default and non-default options."""

@@ -25,7 +25,12 @@ scale-free). On the CPU, kernels of 130 taps or more (where filter2D itself swit
 forward DFT per frame plane shared by both blurs (:func:`correlate_pair`, about 3x cheaper than two filter2D calls;
 <= 1 grey level from filter2D on rounding ties, about 1e-5 of values), and :func:`blur_blend` fuses that with the
 masked choice (one rounding per plane, OpenCV calls; the same pixels); on a CUDA tensor the two blurs are one grouped convolution (reflect-101 padding, rounded;
-<= 1 grey level from filter2D). Farneback itself is then about 70 % of the faithful path's time.
+<= 1 grey level from filter2D). Farneback itself is then about 70 % of the faithful path's time on the CPU.
+
+The registered torch twins (:func:`motion_blur_batch`, :func:`video_defocus_batch`, used by ``backend=auto`` on
+CUDA) compute the faithful flow for all frame pairs of a batch on the frames' device
+(:mod:`tta.shifts.video.farneback`) and take the masks there; they give the reference's masks, so their output
+differs from it by the blurs' rounding ties only (docs/shifts/mlvp.md, "Speed").
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import numpy as np
 import torch
 
 from tta.media.frames import uniform_frame_indices
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import ShiftContext
 
 MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_high), docs/shifts/mlvp.md, App. E.2
@@ -314,3 +319,97 @@ def video_defocus(frames: torch.Tensor, severity: int, generator: torch.Generato
     k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
     low = k_low if static_regions == "low_kernel" else None
     return _drive(frames, context, lambda f: (low, k_high), flow, flow_scale)
+
+
+def rgb_to_grey(frames: torch.Tensor) -> torch.Tensor:
+    """uint8 (..., 3) RGB -> uint8 (...) grey, OpenCV's ``COLOR_RGB2GRAY`` to the bit (its 15-bit fixed point)."""
+    x = frames.to(torch.int32)
+    return ((x[..., 0] * 9798 + x[..., 1] * 19235 + x[..., 2] * 3735 + 16384) >> 15).to(torch.uint8)
+
+
+def _masks_from_flows(flows: torch.Tensor) -> torch.Tensor:
+    """float32 (n, H, W, 2) flows -> boolean (n, H, W) masks: :func:`high_motion_mask` on the flows' device.
+
+    The magnitudes are the same float64 numbers as NumPy's, and the threshold takes the same two order statistics
+    and interpolation as :func:`percentile_linear`, so the masks are the CPU's for the same flows.
+    """
+    mag = torch.sqrt(flows[..., 0].double() ** 2 + flows[..., 1].double() ** 2)
+    flat = mag.reshape(mag.shape[0], -1)
+    index = (flat.shape[1] - 1) * (HIGH_MOTION_PERCENTILE / 100)
+    lo = math.floor(index)
+    ordered = torch.sort(flat, dim=1).values
+    pairs = ordered[:, lo:lo + 2].cpu().tolist()
+    t = index - lo
+    thresholds = [b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t for a, b in pairs]
+    return mag >= torch.tensor(thresholds, dtype=torch.float64, device=mag.device)[:, None, None]
+
+
+def _drive_batch(frames: torch.Tensor, context: ShiftContext | None, kernels, flow: str, flow_scale: float,
+                 angles: bool) -> torch.Tensor:
+    """The twin of :func:`_drive` for uint8 (N, T, H, W, 3) clips on their device.
+
+    With the faithful flow (``farneback`` at full resolution) the flows of all clips are one batch of
+    :func:`tta.shifts.video.farneback.farneback` on the frames' device and the masks are taken there; the other
+    flow options compute their flows with OpenCV on the CPU as the reference does. The blurs are grouped
+    convolutions. ``kernels(flow or None) -> (low kernel or None, high kernel)``; with ``angles`` the flows go to the
+    CPU so that the angle is the reference's NumPy float32 mean.
+    """
+    from tta.shifts.video.farneback import farneback
+
+    check_flow_options(flow, float(flow_scale))
+    n_clips, total, h, w, _ = frames.shape
+    n = context.num_frames if context is not None else 12
+    indices = uniform_frame_indices(total, n)
+    if flow == "farneback" and float(flow_scale) == 1.0:
+        flows = torch.zeros(n_clips, len(indices), h, w, 2, device=frames.device)
+        moving = [i for i, t in enumerate(indices) if t > 0]
+        if moving:
+            src = torch.tensor([indices[i] for i in moving], device=frames.device)
+            grey = rgb_to_grey(frames)
+            flows[:, moving] = farneback(grey[:, src - 1].reshape(-1, h, w), grey[:, src].reshape(-1, h, w),
+                                         **FARNEBACK).reshape(n_clips, len(moving), h, w, 2)
+        masks = _masks_from_flows(flows.reshape(-1, h, w, 2)).reshape(n_clips, len(indices), h, w)
+        host = flows.cpu().numpy() if angles else [[None] * len(indices)] * n_clips
+    else:
+        host, masks = [], []
+        for clip in frames:
+            arr = np.ascontiguousarray(clip.cpu().numpy())
+            pairs = list(sampled_flows(arr, indices, flow, float(flow_scale)))
+            host.append([f for _, f in pairs] if angles else [None] * len(indices))
+            masks.append(np.stack([high_motion_mask(f, (h, w)) for _, f in pairs]))
+        masks = torch.from_numpy(np.stack(masks)).to(frames.device)
+    outs = []
+    for clip, clip_flows, clip_masks in zip(frames, host, masks, strict=True):
+        pairs = [kernels(f) for f in clip_flows]
+        sampled = clip[indices]
+        high = _correlate_torch(sampled, [hi for _, hi in pairs])
+        low = sampled if pairs[0][0] is None else _correlate_torch(sampled, [lo for lo, _ in pairs])
+        outs.append(torch.where(clip_masks[..., None], high, low))
+    return torch.stack(outs)
+
+
+@register_batched("motion_blur", exact=False, cpu=False)
+def motion_blur_batch(frames: torch.Tensor, severity: int, generators: list[torch.Generator],
+                      context: ShiftContext | None = None, angle_convention: str = "flow", flow: str = "farneback",
+                      flow_scale: float = 1.0) -> torch.Tensor:
+    """:func:`motion_blur` for uint8 (N, T, H, W, 3) clips on their device (the faithful flow computed there)."""
+    l_low, l_high = MOTION_LENGTHS[severity - 1]
+
+    def kernels(f):
+        angle = math.degrees(math.atan2(float(f[..., 1].mean()), float(f[..., 0].mean()) + 1e-8))
+        return line_kernel(l_low, angle, angle_convention), line_kernel(l_high, angle, angle_convention)
+
+    return _drive_batch(frames, context, kernels, flow, flow_scale, angles=True)
+
+
+@register_batched("video_defocus", exact=False, cpu=False)
+def video_defocus_batch(frames: torch.Tensor, severity: int, generators: list[torch.Generator],
+                        context: ShiftContext | None = None, static_regions: str = "low_kernel",
+                        flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
+    """:func:`video_defocus` for uint8 (N, T, H, W, 3) clips on their device (the faithful flow computed there)."""
+    if static_regions not in ("low_kernel", "none"):
+        raise ValueError(f"video_defocus static_regions must be low_kernel or none, got {static_regions!r}")
+    r = DEFOCUS_RADII[severity - 1]
+    k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
+    low = k_low if static_regions == "low_kernel" else None
+    return _drive_batch(frames, context, lambda f: (low, k_high), flow, flow_scale, angles=False)
