@@ -22,6 +22,10 @@ def _cfg(**kw):
 def test_loader_workers_resolution(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
     assert loader_workers(_cfg(loader_workers="auto")) == 4
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    assert loader_workers(_cfg(loader_workers="auto")) == 2
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(4)))
+    assert loader_workers(_cfg(loader_workers="auto")) == 3
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
     assert loader_workers(_cfg(loader_workers="auto")) == 0
     assert loader_workers(_cfg(loader_workers=3)) == 3
