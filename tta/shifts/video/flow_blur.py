@@ -21,11 +21,14 @@ Speed (docs/shifts/mlvp.md, "Speed"). Options shared by both shifts: ``flow`` = 
 ``dis`` (OpenCV DIS flow, preset fast: about 9x cheaper, a different flow field); ``flow_scale`` = 1.0 (default:
 flow at full resolution, bit-identical to the faithful path) or s < 1: flow on the grey frames resized by s
 (INTER_AREA), the high-motion mask taken at that size and upsampled nearest, the mean-flow angle unchanged (it is
-scale-free). On the CPU, kernels of 130 taps or more (where filter2D itself switches to a DFT) go through one
-forward DFT per frame plane shared by both blurs (:func:`correlate_pair`, about 3x cheaper than two filter2D calls;
-<= 1 grey level from filter2D on rounding ties, about 1e-5 of values), and :func:`blur_blend` fuses that with the
-masked choice (one rounding per plane, OpenCV calls; the same pixels); on a CUDA tensor the two blurs are one grouped convolution (reflect-101 padding, rounded;
-<= 1 grey level from filter2D). Farneback itself is then about 70 % of the faithful path's time on the CPU.
+scale-free). On the CPU, kernels of 130 taps or more (where filter2D itself switches to a DFT) are correlated
+without it where they are sparse (the rotated lines of motion blur: the non-zero taps only, in bands of rows,
+:func:`_sparse_correlate`) and through one forward DFT per frame plane shared by both blurs where they are dense
+(the defocus disks; about 3x cheaper than two filter2D calls); either way <= 1 grey level from filter2D on rounding
+ties, about 1e-5 of values (:func:`correlate_pair`). :func:`blur_blend` fuses that with the masked choice (one
+rounding per frame, OpenCV calls; the same pixels); on a CUDA tensor the two blurs are one grouped convolution
+(reflect-101 padding, rounded; <= 1 grey level from filter2D). Farneback itself is then about 80 % of the faithful
+motion blur's time on the CPU.
 
 The registered torch twins (:func:`motion_blur_batch`, :func:`video_defocus_batch`, used by ``backend=auto`` on
 CUDA) compute the faithful flow for all frame pairs of a batch on the frames' device
@@ -116,7 +119,12 @@ def high_motion_mask(flow: np.ndarray, size: tuple[int, int] | None = None) -> n
 
     ``size`` = (H, W) upsamples a mask taken on a downscaled flow to the frame (nearest neighbour).
     """
-    mag = np.sqrt(flow[..., 0].astype(np.float64) ** 2 + flow[..., 1].astype(np.float64) ** 2)
+    mag = flow[..., 0].astype(np.float64)  # sqrt(fx² + fy²) in float64, in place: the same numbers, fewer passes
+    np.multiply(mag, mag, out=mag)
+    fy = flow[..., 1].astype(np.float64)
+    np.multiply(fy, fy, out=fy)
+    np.add(mag, fy, out=mag)
+    np.sqrt(mag, out=mag)
     mask = mag >= percentile_linear(mag, HIGH_MOTION_PERCENTILE)
     if size is not None and mask.shape != tuple(size):
         mask = cv2.resize(mask.view(np.uint8), (size[1], size[0]), interpolation=cv2.INTER_NEAREST).astype(bool)
@@ -166,37 +174,105 @@ def _kernel_spectrum(kernel: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return cv2.dft(plane)
 
 
+#: a large kernel with at most this share of non-zero taps (a rotated line: <= 17 % from length 13) is correlated
+#: directly, visiting only those taps; denser ones (the defocus disks) through the shared DFT
+SPARSE_SHARE = 0.25
+
+
+def _is_sparse(kernel: np.ndarray) -> bool:
+    return np.count_nonzero(kernel) <= SPARSE_SHARE * kernel.size
+
+
+def _sparse_correlate(padded: np.ndarray, pad: int, kernel: np.ndarray, h: int, w: int) -> np.ndarray:
+    """float32 (h, w, 3) correlation of a frame, given as float32 padded by ``pad`` (reflect-101), with a large,
+    mostly-zero kernel.
+
+    OpenCV's direct filter2D visits only the non-zero taps, but it switches to a DFT from an area of 130; so the
+    kernel's non-zero bounding box is cut into bands of rows below that area, each correlated directly (anchor at its
+    top-left, over the window of the padded frame it reaches) and the bands summed in float32. About 10x cheaper
+    than a DFT blur for the motion kernels; the float sums differ from filter2D's DFT by rounding only.
+    """
+    ys, xs = np.nonzero(kernel)
+    r0, r1, c0, c1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    box = kernel[r0:r1, c0:c1]
+    rows = max(1, (DFT_MIN_AREA - 1) // box.shape[1])
+    centre = kernel.shape[0] // 2
+    out = None
+    for b in range(0, box.shape[0], rows):
+        band = np.ascontiguousarray(box[b:b + rows])
+        top, left = pad + r0 + b - centre, pad + c0 - centre
+        view = padded[top:top + h + band.shape[0] - 1, left:left + w + band.shape[1] - 1]
+        y = cv2.filter2D(view, -1, band, anchor=(0, 0), borderType=cv2.BORDER_CONSTANT)[:h, :w]
+        out = y if out is None else cv2.add(out, y)
+    return out
+
+
+class _Blurs:
+    """Each blur of one frame, unrounded: uint8 from filter2D for small kernels (< 130 taps, exact), float32 from
+    :func:`_sparse_correlate` for large sparse ones, float32 from a forward DFT per plane shared by all large dense
+    ones (reflect-101 padding by their largest radius, float32 spectra cached per kernel object)."""
+
+    def __init__(self, shape: tuple[int, int], kernel_sets: list[list[np.ndarray]]):
+        self.h, self.w = shape
+        large = [k for ks in kernel_sets for k in ks if k.size >= DFT_MIN_AREA]
+        dense = [k for k in large if not _is_sparse(k)]
+        self.pad_sparse = max((k.shape[0] // 2 for k in large if _is_sparse(k)), default=0)
+        self.pad_dense = max((k.shape[0] // 2 for k in dense), default=0)
+        r = self.pad_dense
+        self.dft_shape = (cv2.getOptimalDFTSize(self.h + 2 * r), cv2.getOptimalDFTSize(self.w + 2 * r))
+        self.spectra: dict[int, np.ndarray] = {}  # one spectrum per distinct kernel object (defocus shares them)
+
+    def __call__(self, frame: np.ndarray, kernels: list[np.ndarray]) -> list[np.ndarray]:
+        h, w = self.h, self.w
+        outs: list = [None] * len(kernels)
+        dense = []
+        padded = None
+        for i, k in enumerate(kernels):
+            if k.size < DFT_MIN_AREA:
+                outs[i] = _correlate(frame, k)
+            elif _is_sparse(k):
+                if padded is None:
+                    p = self.pad_sparse
+                    padded = cv2.copyMakeBorder(frame, p, p, p, p, cv2.BORDER_REFLECT_101).astype(np.float32)
+                outs[i] = _sparse_correlate(padded, self.pad_sparse, k, h, w)
+            else:
+                dense.append(i)
+        if dense:
+            r = self.pad_dense
+            plane = np.zeros(self.dft_shape, np.float32)
+            planes = {i: [] for i in dense}
+            for chan in cv2.split(frame):
+                plane[:h + 2 * r, :w + 2 * r] = cv2.copyMakeBorder(chan, r, r, r, r, cv2.BORDER_REFLECT_101)
+                freq = cv2.dft(plane)
+                for i in dense:
+                    k = kernels[i]
+                    if id(k) not in self.spectra:
+                        self.spectra[id(k)] = _kernel_spectrum(k, self.dft_shape)
+                    y = cv2.idft(cv2.mulSpectrums(freq, self.spectra[id(k)], 0, conjB=True),
+                                 flags=cv2.DFT_SCALE | cv2.DFT_REAL_OUTPUT)
+                    planes[i].append(y[r:r + h, r:r + w])
+            for i in dense:
+                outs[i] = cv2.merge(planes[i])
+        return outs
+
+
+def _round(x: np.ndarray) -> np.ndarray:
+    """float -> uint8 as filter2D's output: round half to even, saturate (uint8 passes through)."""
+    return x if x.dtype == np.uint8 else cv2.add(x, 0.0, dtype=cv2.CV_8U)
+
+
 def correlate_pair(frames: np.ndarray, kernel_sets: list[list[np.ndarray]]) -> list[np.ndarray]:
     """uint8 (n, H, W, 3) frames and, for each blur, one kernel per frame -> one uint8 (n, H, W, 3) per blur.
 
-    The result of ``filter2D`` (reflect-101 border, rounded) frame by frame. Blurs with large kernels share one
-    forward DFT per frame plane (reflect-101 padding by the largest radius, float32 spectra, rounded); filter2D's
-    own DFT path transforms each plane again for every kernel. Differences: <= 1 grey level on rounding ties.
+    The result of ``filter2D`` (reflect-101 border, rounded) frame by frame, computed as :class:`_Blurs` does:
+    exactly for small kernels, within 1 grey level on rounding ties for large ones (filter2D's own DFT path rounds
+    its float results too).
     """
-    n, h, w, _ = frames.shape
-    large = [i for i, ks in enumerate(kernel_sets) if ks[0].size >= DFT_MIN_AREA]
-    outs = [None if i in large else np.stack([_correlate(f, k) for f, k in zip(frames, ks, strict=True)])
-            for i, ks in enumerate(kernel_sets)]
-    if not large:
-        return outs
-    r = max(kernel_sets[i][j].shape[0] // 2 for i in large for j in range(n))
-    shape = (cv2.getOptimalDFTSize(h + 2 * r), cv2.getOptimalDFTSize(w + 2 * r))
-    spectra: dict[int, np.ndarray] = {}  # one spectrum per distinct kernel object (defocus shares them)
-    for i in large:
-        outs[i] = np.empty_like(frames)
-    plane = np.zeros(shape, np.float32)
+    blurs = _Blurs(frames.shape[1:3], kernel_sets)
+    outs = [np.empty_like(frames) for _ in kernel_sets]
     for j, frame in enumerate(frames):
-        padded = cv2.copyMakeBorder(frame, r, r, r, r, cv2.BORDER_REFLECT_101)
-        for c in range(3):
-            plane[:h + 2 * r, :w + 2 * r] = padded[..., c]
-            freq = cv2.dft(plane)
-            for i in large:
-                k = kernel_sets[i][j]
-                if id(k) not in spectra:
-                    spectra[id(k)] = _kernel_spectrum(k, shape)
-                y = cv2.idft(cv2.mulSpectrums(freq, spectra[id(k)], 0, conjB=True),
-                             flags=cv2.DFT_SCALE | cv2.DFT_REAL_OUTPUT)
-                outs[i][j, ..., c] = np.clip(np.rint(y[r:r + h, r:r + w]), 0, 255)
+        for out, y in zip(outs, blurs(frame, [ks[j] for ks in kernel_sets]), strict=True):
+            out[j] = _round(y)
     return outs
 
 
@@ -205,53 +281,24 @@ def blur_blend(frames: np.ndarray, highs: list[np.ndarray], lows: list[np.ndarra
     """``masks ? correlate(frame, high) : correlate(frame, low)`` (or the frame itself when ``lows`` is None) for
     uint8 (n, H, W, 3) frames, one kernel per frame and blur, boolean (n, H, W) masks -> uint8 (n, H, W, 3).
 
-    The pixels of :func:`correlate_pair` followed by the masked copy, bit for bit, with less work: the large-kernel
-    blurs share one forward DFT per frame plane as there; the mask picks between the two float results before the
-    single rounding (rounding commutes with the choice), and the rounding, the masked copy and the channel
-    split / merge are OpenCV calls (``cv2.add(..., dtype=CV_8U)`` rounds half to even and saturates, as
+    The pixels of :func:`correlate_pair` followed by the masked copy, bit for bit, with less work: the mask picks
+    between the two float results before the single rounding (rounding commutes with the choice), and the rounding
+    and the masked copy are OpenCV calls (``cv2.add(..., dtype=CV_8U)`` rounds half to even and saturates, as
     filter2D's uint8 output and ``np.rint`` + clip do).
     """
-    n, h, w, _ = frames.shape
     sets = [highs] if lows is None else [highs, lows]
-    large = [ks[0].size >= DFT_MIN_AREA for ks in sets]
-    small = [None if big else [_correlate(f, k) for f, k in zip(frames, ks, strict=True)]
-             for big, ks in zip(large, sets, strict=True)]
+    blurs = _Blurs(frames.shape[1:3], sets)
     masks = np.ascontiguousarray(masks).view(np.uint8)
     out = np.empty_like(frames)
-    if not any(large):
-        for j in range(n):
-            out[j] = cv2.copyTo(small[0][j], masks[j], frames[j].copy() if lows is None else small[1][j])
-        return out
-    r = max(ks[j].shape[0] // 2 for big, ks in zip(large, sets, strict=True) if big for j in range(n))
-    shape = (cv2.getOptimalDFTSize(h + 2 * r), cv2.getOptimalDFTSize(w + 2 * r))
-    spectra: dict[int, np.ndarray] = {}  # one spectrum per distinct kernel object (defocus shares them)
-    plane = np.zeros(shape, np.float32)
-    flags = cv2.DFT_SCALE | cv2.DFT_REAL_OUTPUT
-    for j in range(n):
-        mask = masks[j]
-        chans = cv2.split(frames[j])
-        smalls = [None if s_ is None else cv2.split(s_[j]) for s_ in small]
-        done = []
-        for c in range(3):
-            plane[:h + 2 * r, :w + 2 * r] = cv2.copyMakeBorder(chans[c], r, r, r, r, cv2.BORDER_REFLECT_101)
-            freq = cv2.dft(plane)
-            ys = []
-            for i, ks in enumerate(sets):
-                if not large[i]:
-                    ys.append(smalls[i][c])
-                    continue
-                k = ks[j]
-                if id(k) not in spectra:
-                    spectra[id(k)] = _kernel_spectrum(k, shape)
-                y = cv2.idft(cv2.mulSpectrums(freq, spectra[id(k)], 0, conjB=True), flags=flags)[r:r + h, r:r + w]
-                ys.append(y)
-            high, low = ys[0], ys[1] if len(ys) > 1 else chans[c]
-            if high.dtype == low.dtype:  # both float (or both uint8): pick, then round once
-                picked = cv2.copyTo(high, mask, low)
-                done.append(picked if picked.dtype == np.uint8 else cv2.add(picked, 0.0, dtype=cv2.CV_8U))
-            else:  # a float high blur over a uint8 low one (a small kernel, or the frame itself)
-                done.append(cv2.copyTo(cv2.add(high, 0.0, dtype=cv2.CV_8U), mask, low))
-        out[j] = cv2.merge(done)
+    for j, frame in enumerate(frames):
+        ys = blurs(frame, [ks[j] for ks in sets])
+        high, low = ys[0], ys[1] if len(ys) > 1 else frame.copy()  # copyTo writes into low
+        if high.dtype == low.dtype:  # both float (or both uint8): pick, then round once
+            out[j] = _round(cv2.copyTo(high, masks[j], low))
+        elif high.dtype == np.uint8:
+            out[j] = cv2.copyTo(high, masks[j], _round(low))
+        else:  # a float high blur over a uint8 low one (a small kernel, or the frame itself)
+            out[j] = cv2.copyTo(_round(high), masks[j], low)
     return out
 
 
