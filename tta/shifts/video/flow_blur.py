@@ -412,9 +412,8 @@ def _drive_batch(frames: torch.Tensor, context: ShiftContext | None, kernels, fl
         moving = [i for i, t in enumerate(indices) if t > 0]
         if moving:
             src = torch.tensor([indices[i] for i in moving], device=frames.device)
-            grey = rgb_to_grey(frames)
-            flows[:, moving] = farneback(grey[:, src - 1].reshape(-1, h, w), grey[:, src].reshape(-1, h, w),
-                                         **FARNEBACK).reshape(n_clips, len(moving), h, w, 2)
+            prev, nxt = (rgb_to_grey(frames[:, s]).reshape(-1, h, w) for s in (src - 1, src))  # only these frames
+            flows[:, moving] = farneback(prev, nxt, **FARNEBACK).reshape(n_clips, len(moving), h, w, 2)
         masks = _masks_from_flows(flows.reshape(-1, h, w, 2)).reshape(n_clips, len(indices), h, w)
         host = flows.cpu().numpy() if angles else [[None] * len(indices)] * n_clips
     else:
