@@ -91,18 +91,11 @@ def _poly_kernels(n: int, sigma: float):
     return kernels, (inv[1, 1], inv[0, 3], inv[3, 3], inv[5, 5])
 
 
-def _shifted_rows(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows y-k and y+k of (B, H, W[, C]) with replicated borders."""
-    h = x.shape[1]
-    idx = torch.arange(h, device=x.device)
-    return x[:, (idx - k).clamp_(min=0)], x[:, (idx + k).clamp_(max=h - 1)]
-
-
-def _shifted_cols(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Columns x-k and x+k of (B, H, W[, C]) with replicated borders."""
-    w = x.shape[2]
-    idx = torch.arange(w, device=x.device)
-    return x[:, :, (idx - k).clamp_(min=0)], x[:, :, (idx + k).clamp_(max=w - 1)]
+def _replicate(x: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+    """(B, H, W) padded by ``n`` replicated rows (dim 1) or columns (dim 2) on both sides: one copy, then the shifted
+    rows or columns of the expansion are views of it."""
+    pad = (0, 0, n, n) if dim == 1 else (n, n, 0, 0)
+    return F.pad(x.unsqueeze(1), pad, mode="replicate").squeeze(1)
 
 
 def _gaussian_blur(x: torch.Tensor, size: int, sigma: float) -> torch.Tensor:
@@ -162,10 +155,12 @@ def poly_expansion(img: torch.Tensor, n: int, sigma: float) -> torch.Tensor:
     xg = [float(v) for v in xg]
     xxg = [float(v) for v in xxg]
     # vertical pass in float32, accumulated in OpenCV's order
+    h, w = img.shape[1:]
+    rows = _replicate(img, n, dim=1)
     r0 = img * g[0]
     r1 = r2 = None
     for k in range(1, n + 1):
-        up, down = _shifted_rows(img, k)
+        up, down = rows[:, n - k:n - k + h], rows[:, n + k:n + k + h]
         p = up + down
         r0 = r0 + p * g[k]
         t1 = (down - up) * xg[k]
@@ -177,8 +172,9 @@ def poly_expansion(img: torch.Tensor, n: int, sigma: float) -> torch.Tensor:
     b3 = (r1 * g[0]).double()
     b5 = (r2 * g[0]).double()
     b2 = b4 = b6 = None
+    cols = [_replicate(r, n, dim=2) for r in (r0, r1, r2)]
     for k in range(1, n + 1):
-        (l0, p0), (l1, p1), (l2, p2) = (_shifted_cols(r, k) for r in (r0, r1, r2))
+        (l0, p0), (l1, p1), (l2, p2) = ((c[:, :, n - k:n - k + w], c[:, :, n + k:n + k + w]) for c in cols)
         tg = (p0 + l0).double()
         b1 = b1 + tg * g[k]
         t4 = tg * xxg[k]
@@ -260,19 +256,25 @@ def _running_box(x: torch.Tensor, init: torch.Tensor, m: int, dim: int) -> torch
     return torch.cumsum(steps, dim=dim).narrow(dim, 1, n)
 
 
+def _ordered_sum(first: torch.Tensor, x: torch.Tensor, positions: range, dim: int) -> torch.Tensor:
+    """``first`` plus the entries of ``x`` at ``positions`` along ``dim`` (clamped to its end), added one after the
+    other as OpenCV's loop does (a cumulative sum: one operation instead of one per entry)."""
+    if len(positions) == 0:
+        return first
+    idx = torch.tensor([min(p, x.shape[dim] - 1) for p in positions], device=x.device)
+    steps = torch.cat([first.unsqueeze(dim), x.index_select(dim, idx).to(first.dtype)], dim=dim)
+    return torch.cumsum(steps, dim=dim).select(dim, len(positions))
+
+
 def update_flow(matrices: torch.Tensor, winsize: int) -> torch.Tensor:
     """Box-average the equations over winsize² and solve for the flow: float32 (B, H, W, 2)."""
     m = winsize // 2
     h, w = matrices.shape[1:3]
-    # vertical: OpenCV starts from (m+2)·row 0 (a float32 product) plus rows 1..m-1, summed in float64
-    init = (matrices[:, 0] * float(m + 2)).double()
-    for y in range(1, m):
-        init = init + matrices[:, min(y, h - 1)].double()
+    # vertical: OpenCV starts from (m+2)·row 0 (a float32 product) plus rows 1..m-1, summed in float64 in that order
+    init = _ordered_sum((matrices[:, 0] * float(m + 2)).double(), matrices, range(1, m), dim=1)
     v = _running_box(matrices, init, m, dim=1)
     # horizontal, all float64: (m+2)·column 0 plus columns 1..m-1
-    hinit = v[:, :, 0] * float(m + 2)
-    for x in range(1, m):
-        hinit = hinit + v[:, :, min(x, w - 1)]
+    hinit = _ordered_sum(v[:, :, 0] * float(m + 2), v, range(1, m), dim=2)
     s = _running_box(v, hinit, m, dim=2) * (1.0 / (winsize * winsize))
     g11, g12, g22, h1, h2 = s.unbind(-1)
     idet = 1.0 / (g11 * g22 - g12 * g12 + 1e-3)
