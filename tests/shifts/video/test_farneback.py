@@ -122,6 +122,14 @@ def test_flow_blur_twin_matches_the_reference(name, options, severity):
         assert diff.max() <= 1 and (diff > 0).float().mean() < 1e-3
 
 
+def test_large_batches_are_cut_into_chunks_with_the_same_flow(monkeypatch):
+    clip = scene(t=4, seed=3).numpy()
+    prev, nxt = (torch.from_numpy(g) for g in grey_pairs(clip))
+    whole = farneback(prev, nxt)
+    monkeypatch.setattr("tta.shifts.video.farneback.CHUNK_PIXELS", 2 * 96 * 128)
+    assert torch.equal(farneback(prev, nxt), whole)
+
+
 def test_unsupported_flags_and_shapes_are_refused():
     a = torch.zeros(2, 40, 40, dtype=torch.uint8)
     with pytest.raises(ValueError, match="only flags=0"):

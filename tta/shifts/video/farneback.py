@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 MIN_SIZE = 32  # OpenCV stops the pyramid before a side falls under this many pixels
+CHUNK_PIXELS = 1 << 24  # pairs per call are cut so that a float64 5-channel temporary stays near 670 MB
 BORDER_WEIGHTS = (0.14, 0.14, 0.4472, 0.4472, 0.4472)  # equation weights of the 5 outermost rows/columns
 
 
@@ -295,7 +296,21 @@ def farneback(prev: torch.Tensor, nxt: torch.Tensor, pyr_scale: float = 0.5, lev
                          f"{tuple(nxt.shape)}")
     single = prev.dim() == 2
     imgs = [t[None] if single else t for t in (prev, nxt)]
-    imgs = [t.to(torch.float32) for t in imgs]
+    params = dict(pyr_scale=pyr_scale, levels=levels, winsize=winsize, iterations=iterations, poly_n=poly_n,
+                  poly_sigma=poly_sigma)
+    per = max(1, CHUNK_PIXELS // (imgs[0].shape[1] * imgs[0].shape[2]))
+    if imgs[0].shape[0] > per:  # pairs are independent: bound the float64 temporaries
+        flow = torch.cat([_farneback(a, b, **params) for a, b in zip(imgs[0].split(per), imgs[1].split(per),
+                                                                          strict=True)])
+    else:
+        flow = _farneback(*imgs, **params)
+    return flow[0] if single else flow
+
+
+def _farneback(prev: torch.Tensor, nxt: torch.Tensor, pyr_scale: float, levels: int, winsize: int, iterations: int,
+               poly_n: int, poly_sigma: float) -> torch.Tensor:
+    """:func:`farneback` on (B, H, W) batches."""
+    imgs = [t.to(torch.float32) for t in (prev, nxt)]
     bsz, height0, width0 = imgs[0].shape
     scale, k = 1.0, 0
     while k < levels:
@@ -323,4 +338,4 @@ def farneback(prev: torch.Tensor, nxt: torch.Tensor, pyr_scale: float = 0.5, lev
             flow = update_flow(matrices, winsize)
             if i < iterations - 1:
                 matrices = update_matrices(r0, r1, flow, border)
-    return flow[0] if single else flow
+    return flow
