@@ -1,8 +1,8 @@
 """Farnebäck dense optical flow in batched torch, following OpenCV's ``calcOpticalFlowFarneback`` step by step.
 
 The flow-driven blurs (:mod:`tta.shifts.video.flow_blur`) define their high-motion mask on OpenCV's Farnebäck flow
-(Alg. 2 of MLVP). OpenCV runs it on the CPU, one frame pair at a time; on a GPU that CPU step was the whole cost
-of the shift. This module computes the same flow for a batch of frame pairs on the frames' device, so the blurs
+(Alg. 2 of MLVP). OpenCV runs it on the CPU, one frame pair at a time; on a GPU that CPU step was most of the
+cost of the shift. This module computes the same flow for a batch of frame pairs on the frames' device, so the blurs
 never leave the GPU.
 
 The algorithm (G. Farnebäck, "Two-frame motion estimation based on polynomial expansion", SCIA 2003), as OpenCV
@@ -25,8 +25,10 @@ implements it for ``flags=0`` (box-filtered normal equations), level by level fr
 
 The precisions follow OpenCV's: float32 images, expansions, equations and flow; float64 for the horizontal pass
 of the expansion and the running sums of the box filter; each float32 product and sum rounded where OpenCV rounds
-it. On the CPU this gives OpenCV's flow to the last bit on most pixels (the Gaussian pre-smoothing and the resizes
-may differ in the last bit, which the iterations can amplify locally); ``tests/shifts/video/test_farneback.py``
+it, including the fused multiply-adds of OpenCV's SIMD Gaussian filters. On the CPU this gives OpenCV's flow to the
+last bit on most values (the smoothing and resizes match to the bit on an AVX2 build, except IPP's resizes by
+non-integer factors; float64 rounding in the box sums differs in the last bit, which the iterations can amplify
+locally); ``tests/shifts/video/test_farneback.py``
 bounds the differences and the effect on the blurs' masks. Only ``flags=0`` is implemented (not
 ``OPTFLOW_FARNEBACK_GAUSSIAN`` or ``OPTFLOW_USE_INITIAL_FLOW``): that is the setting of Alg. 2.
 """
@@ -230,12 +232,11 @@ def update_matrices(r0: torch.Tensor, r1: torch.Tensor, flow: torch.Tensor, bord
     one_x, one_y = 1.0 - fx, 1.0 - fy
     a00, a01, a10, a11 = (t[..., None] for t in (one_x * one_y, fx * one_y, one_x * fy, fx * fy))
     s = ((a00 * p00 + a01 * p01) + a10 * p10) + a11 * p11
-    inside = inside[..., None]
-    r2 = torch.where(inside[..., 0], s[..., 0], 0.0)
-    r3 = torch.where(inside[..., 0], s[..., 1], 0.0)
-    r4 = torch.where(inside[..., 0], (r0[..., 2] + s[..., 2]) * 0.5, r0[..., 2])
-    r5 = torch.where(inside[..., 0], (r0[..., 3] + s[..., 3]) * 0.5, r0[..., 3])
-    r6 = torch.where(inside[..., 0], (r0[..., 4] + s[..., 4]) * 0.25, r0[..., 4] * 0.5)
+    r2 = torch.where(inside, s[..., 0], 0.0)
+    r3 = torch.where(inside, s[..., 1], 0.0)
+    r4 = torch.where(inside, (r0[..., 2] + s[..., 2]) * 0.5, r0[..., 2])
+    r5 = torch.where(inside, (r0[..., 3] + s[..., 3]) * 0.5, r0[..., 3])
+    r6 = torch.where(inside, (r0[..., 4] + s[..., 4]) * 0.25, r0[..., 4] * 0.5)
     r2 = (r0[..., 0] - r2) * 0.5
     r3 = (r0[..., 1] - r3) * 0.5
     r2 = r2 + (r4 * dy + r6 * dx)
@@ -298,12 +299,10 @@ def farneback(prev: torch.Tensor, nxt: torch.Tensor, pyr_scale: float = 0.5, lev
     imgs = [t[None] if single else t for t in (prev, nxt)]
     params = dict(pyr_scale=pyr_scale, levels=levels, winsize=winsize, iterations=iterations, poly_n=poly_n,
                   poly_sigma=poly_sigma)
+    # pairs are independent: chunks bound the float64 temporaries
     per = max(1, CHUNK_PIXELS // (imgs[0].shape[1] * imgs[0].shape[2]))
-    if imgs[0].shape[0] > per:  # pairs are independent: bound the float64 temporaries
-        flow = torch.cat([_farneback(a, b, **params) for a, b in zip(imgs[0].split(per), imgs[1].split(per),
-                                                                          strict=True)])
-    else:
-        flow = _farneback(*imgs, **params)
+    chunks = [_farneback(a, b, **params) for a, b in zip(imgs[0].split(per), imgs[1].split(per), strict=True)]
+    flow = chunks[0] if len(chunks) == 1 else torch.cat(chunks)
     return flow[0] if single else flow
 
 

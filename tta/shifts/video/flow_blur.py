@@ -220,6 +220,7 @@ class _Blurs:
         self.pad_dense = max((k.shape[0] // 2 for k in dense), default=0)
         r = self.pad_dense
         self.dft_shape = (cv2.getOptimalDFTSize(self.h + 2 * r), cv2.getOptimalDFTSize(self.w + 2 * r))
+        self.plane = np.zeros(self.dft_shape, np.float32)  # the padded plane; only its top-left part is rewritten
         self.spectra: dict[int, np.ndarray] = {}  # one spectrum per distinct kernel object (defocus shares them)
 
     def __call__(self, frame: np.ndarray, kernels: list[np.ndarray]) -> list[np.ndarray]:
@@ -238,8 +239,7 @@ class _Blurs:
             else:
                 dense.append(i)
         if dense:
-            r = self.pad_dense
-            plane = np.zeros(self.dft_shape, np.float32)
+            r, plane = self.pad_dense, self.plane
             planes = {i: [] for i in dense}
             for chan in cv2.split(frame):
                 plane[:h + 2 * r, :w + 2 * r] = cv2.copyMakeBorder(chan, r, r, r, r, cv2.BORDER_REFLECT_101)
@@ -333,14 +333,19 @@ def _drive(frames: torch.Tensor, context: ShiftContext | None, kernels, flow: st
         low, high = kernels(f)
         lows.append(low)
         highs.append(high)
-    mask = torch.from_numpy(np.stack(masks))[..., None]
+    mask = np.stack(masks)
     if frames.is_cuda:
-        clip = frames[indices]
-        high = _correlate_torch(clip, highs)
-        low = clip if lows[0] is None else _correlate_torch(clip, lows)
-        return torch.where(mask.to(frames.device), high, low)
-    out = blur_blend(arr[indices], highs, None if lows[0] is None else lows, mask[..., 0].numpy())
+        return _blend_torch(frames[indices], highs, lows, torch.from_numpy(mask).to(frames.device))
+    out = blur_blend(arr[indices], highs, None if lows[0] is None else lows, mask)
     return torch.from_numpy(out).to(frames.device)
+
+
+def _blend_torch(sampled: torch.Tensor, highs: list[np.ndarray], lows: list, masks: torch.Tensor) -> torch.Tensor:
+    """``masks ? high blur : low blur`` (or the frame where the low kernels are None) of uint8 (n, H, W, 3) frames,
+    the blurs grouped convolutions on the frames' device."""
+    high = _correlate_torch(sampled, highs)
+    low = sampled if lows[0] is None else _correlate_torch(sampled, lows)
+    return torch.where(masks[..., None], high, low)
 
 
 @register_video_shift("motion_blur", level="mid", group="B")
@@ -426,11 +431,8 @@ def _drive_batch(frames: torch.Tensor, context: ShiftContext | None, kernels, fl
         masks = torch.from_numpy(np.stack(masks)).to(frames.device)
     outs = []
     for clip, clip_flows, clip_masks in zip(frames, host, masks, strict=True):
-        pairs = [kernels(f) for f in clip_flows]
-        sampled = clip[indices]
-        high = _correlate_torch(sampled, [hi for _, hi in pairs])
-        low = sampled if pairs[0][0] is None else _correlate_torch(sampled, [lo for lo, _ in pairs])
-        outs.append(torch.where(clip_masks[..., None], high, low))
+        lows, highs = zip(*(kernels(f) for f in clip_flows), strict=True)
+        outs.append(_blend_torch(clip[indices], list(highs), list(lows), clip_masks))
     return torch.stack(outs)
 
 
