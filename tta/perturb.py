@@ -120,8 +120,8 @@ def perturb(cfg: DictConfig) -> Path:
             from tta.models.factory import tower_config
 
             size = tower_config(cfg.model).image_size
-        if used & {"main_object_occlusion", "event_insertion"}:
-            from tta.data.shift_resources import build_resources
+        if used & {"main_object_occlusion", "event_insertion", "motion_blur", "video_defocus"}:
+            from tta.data.shift_resources import build_resources, motion_store_enabled
 
             model = None
             if "event_insertion" in used:
@@ -129,7 +129,8 @@ def perturb(cfg: DictConfig) -> Path:
 
                 model = load_model(cfg.model, cfg.model.checkpoint, cfg.data, cache,
                                           recipe=list(cfg.get("embedded_recipe") or []))
-            shift.resources.update(build_resources(shift, model, cfg.data, pairs, frames, cache))
+            shift.resources.update(build_resources(shift, model, cfg.data, pairs, frames, cache,
+                                                   motion_store=motion_store_enabled(cfg.shift)))
             if "donor_pool" in shift.resources:
                 manifest["donor_pool"] = {"size": len(shift.resources["donor_pool"]), "model": cfg.model.name}
         manifest.update(format=cfg.format, image_size=size)

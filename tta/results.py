@@ -40,6 +40,16 @@ log = logging.getLogger(__name__)
 # config keys that do not change what a run computes (a re-run with other values is the same run)
 NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every",
                 "callbacks", "tags", "task_name", "print_config")
+NOT_IDENTITY_SHIFT = ("motion_store",)  # the same keys under ``shift`` and ``gallery_shift``
+
+
+def identity_keys(config: dict) -> dict:
+    """``config`` (a resolved run config) without the keys that do not change what the run computes."""
+    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
+    for side in ("shift", "gallery_shift"):
+        if isinstance(out.get(side), dict):
+            out[side] = {k: v for k, v in out[side].items() if k not in NOT_IDENTITY_SHIFT}
+    return out
 
 
 @dataclass
@@ -483,7 +493,7 @@ def same_identity(stored: dict, cfg: DictConfig) -> bool:
 
 def _identity(config: dict) -> dict:
     """The keys that name a run; ``data.split: test`` equals a config written before the key existed."""
-    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
+    out = identity_keys(config)
     data = out.get("data")
     if isinstance(data, dict) and data.get("split", "test") == "test":
         out["data"] = {k: v for k, v in data.items() if k != "split"}

@@ -26,10 +26,10 @@ from tta.data.module import RetrievalDataModule
 from tta.data.shift_effect import InputDistances
 from tta.media.video import VideoDecodeError, video_decoder
 from tta.results import (
-    NOT_IDENTITY,
     StreamContext,
     code_revision,
     complete_results,
+    identity_keys,
     neighbour_width,
     provenance,
     reset_peak_memory,
@@ -108,7 +108,7 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     config = OmegaConf.to_container(cfg, resolve=True)
     started = {k: v for k, v in provenance(cfg, t_start).items() if k != "finished"}
     loggers = build_loggers(cfg.get("logger"), run_dir, {**config, "provenance": started},
-                            identity={k: v for k, v in config.items() if k not in NOT_IDENTITY})
+                            identity=identity_keys(config))
     status = "failed"
     try:
         distances = InputDistances()

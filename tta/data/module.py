@@ -114,17 +114,18 @@ class RetrievalDataModule(L.LightningDataModule):
         return pairs
 
     def _build_shift_resources(self) -> None:
-        """Occlusion boxes and the event-insertion donor pool (MLVP), built before any adaptation."""
+        """Occlusion boxes, the flow blurs' motion store and the event-insertion donor pool (MLVP), built before any
+        adaptation."""
         if self.copy is not None:
             return
         extra = [] if any(self.gallery_shift is s for s in self.shifts) else [self.gallery_shift]
         for s in [*self.shifts, *extra]:
             if s.kind == "video":
-                from tta.data.shift_resources import build_resources
+                from tta.data.shift_resources import build_resources, motion_store_enabled
 
                 setting = EncodeSetting.of_trainer(self.cfg.trainer, loader_workers(self.cfg))
                 s.resources.update(build_resources(s, self.model, self.cfg.data, self.video_pairs, self.frames,
-                                                   self.cache, setting))
+                                                   self.cache, setting, motion_store_enabled(self.cfg.shift)))
 
     def clean_reference(self) -> torch.Tensor | None:
         """(Q, G) clean scores of the source model when the run shifts anything, else None; call it before any

@@ -2,6 +2,10 @@
 
 * ``main_objects``: the dataset's ``{name}_main_objects.json`` (docs/shifts/mlvp.md: main-object metadata; the embedded benchmark writes
   exact boxes), needed by main-object occlusion;
+* ``motion_store``: the flow blurs' :class:`~tta.shifts.video.motion_store.MotionStore` under ``<cache>/motion/``
+  (each clip's high-motion masks and mean flows, computed once and shared by every severity, seed, adapter and
+  both flow blurs; the outputs are the same bits with or without it), unless ``motion_store=False``
+  (``shift.motion_store=false`` in a run);
 * ``donor_pool``: the event-insertion :class:`~tta.shifts.video.donors.DonorPool` (docs/shifts/mlvp.md, App. E.3), train-split videos
   embedded by the run's backbone **before** any adaptation, its embeddings cached under
   ``<cache>/donor_pool/``; ``donor_query_source`` counts how the queries were formed (generated caption, ground-
@@ -23,8 +27,10 @@ from pathlib import Path
 import torch
 
 from tta.data.registry import dataset_root, load_pairs
+from tta.data.screen import BadInputError
 from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, encode_videos
 from tta.shifts.video.donors import DonorPool, choose_pool, pool_embeddings
+from tta.shifts.video.motion_store import MotionStore
 from tta.utils.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -121,13 +127,23 @@ def query_sources(test_pairs: Sequence, main_objects: dict, query: str, fallback
             for p in test_pairs}
 
 
+def motion_store_enabled(shift_cfg) -> bool:
+    """``shift.motion_store`` of a run or perturb config (default true), checked: one line for anything else."""
+    value = shift_cfg.get("motion_store", True)
+    if not isinstance(value, bool):
+        raise BadInputError(f"shift.motion_store must be true or false, got {value!r}")
+    return value
+
+
 def build_resources(shift, model, data_cfg, test_pairs: Sequence, frames, cache: Path,
-                    setting: EncodeSetting = ON_CPU) -> dict:
+                    setting: EncodeSetting = ON_CPU, motion_store: bool = True) -> dict:
     """The resources dict for ``shift`` (a :class:`tta.data.stream.ShiftSpec`) over ``test_pairs``; the donor pool
     is encoded as ``setting`` says (the run's Trainer device and precision)."""
     plan = shift.plan([p.video_id for p in test_pairs])
     used = {name for _, name, _ in plan}
     resources: dict = {}
+    if motion_store and used & {"motion_blur", "video_defocus"}:
+        resources["motion_store"] = MotionStore(cache / "motion")
     if used & {"main_object_occlusion", "event_insertion"}:
         resources["main_objects"] = load_main_objects(data_cfg, cache)
     if "event_insertion" in used:

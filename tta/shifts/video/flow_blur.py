@@ -30,6 +30,11 @@ rounding per frame, OpenCV calls; the same pixels); on a CUDA tensor the two blu
 (reflect-101 padding, rounded; <= 1 grey level from filter2D). Farneback itself is then about 80 % of the faithful
 motion blur's time on the CPU.
 
+The clip's motion (masks and mean flows) depends on its clean frames and the flow settings only, so a run keeps it
+in the :class:`~tta.shifts.video.motion_store.MotionStore` of its resources (``shift.motion_store``, on by
+default): every later severity, seed, adapter and the other flow blur read it instead of computing the flow, with
+the same output bits.
+
 The registered torch twins (:func:`motion_blur_batch`, :func:`video_defocus_batch`, used by ``backend=auto`` on
 CUDA) compute the faithful flow for all frame pairs of a batch on the frames' device
 (:mod:`tta.shifts.video.farneback`) and take the masks there; they give the reference's masks, so their output
@@ -47,6 +52,7 @@ import torch
 from tta.media.frames import uniform_frame_indices
 from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import ShiftContext
+from tta.shifts.video.motion_store import ClipMotion, MotionStore, flow_frames
 
 MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_high), docs/shifts/mlvp.md, App. E.2
 DEFOCUS_RADII = (3, 4, 6, 8, 10)  # r_low; r_high = 2 r_low, docs/shifts/mlvp.md, App. E.2
@@ -318,25 +324,55 @@ def _correlate_torch(frames: torch.Tensor, kernels: list[np.ndarray]) -> torch.T
     return y.to(torch.uint8).reshape(n, 3, h, w).permute(0, 2, 3, 1)
 
 
+def flow_setting(method: str, scale: float, impl: str = "opencv") -> str:
+    """The flow settings a clip's motion depends on, for :class:`MotionStore` keys (``impl``: ``opencv`` or ``torch``)."""
+    params = FARNEBACK if method == "farneback" else "preset_fast"
+    version = f"opencv-{cv2.__version__}" if impl == "opencv" else impl
+    return f"{method}|{float(scale)!r}|{params}|p{HIGH_MOTION_PERCENTILE}|{version}"
+
+
+def motion_store(context: ShiftContext | None) -> MotionStore | None:
+    """The run's :class:`MotionStore` (``resources["motion_store"]``, built by tta.data.shift_resources), if any."""
+    return None if context is None else context.resources.get("motion_store")
+
+
+def mean_flow(flow: np.ndarray) -> tuple[float, float]:
+    """(mean f_x, mean f_y) of a float32 (h, w, 2) flow, NumPy's float32 means (motion blur's angle)."""
+    return float(flow[..., 0].mean()), float(flow[..., 1].mean())
+
+
+def clip_motion(frames: np.ndarray, indices: list[int], method: str = "farneback", scale: float = 1.0,
+                store: MotionStore | None = None) -> ClipMotion:
+    """The high-motion masks (at the frames' size) and mean flows of uint8 (T, H, W, 3) ``frames`` at the sampled
+    ``indices``, read from ``store`` when it holds them (the same values; the flows are computed otherwise)."""
+    key = store.key(frames, indices, flow_setting(method, scale)) if store is not None else None
+    size = frames.shape[1:3]
+    if key is not None and (hit := store.load(key, len(indices), size)) is not None:
+        return hit
+    masks, means = [], []
+    for _, f in sampled_flows(frames, indices, method, float(scale)):
+        masks.append(high_motion_mask(f, size))
+        means.append(mean_flow(f))
+    motion = ClipMotion(np.stack(masks), np.array(means, np.float64))
+    if key is not None:
+        store.save(key, motion)
+    return motion
+
+
 def _drive(frames: torch.Tensor, context: ShiftContext | None, kernels, flow: str, flow_scale: float) -> torch.Tensor:
     """The shared driver of Alg. 2: one flow per sampled frame, hard mask, both blurs and one vectorised blend.
 
-    ``kernels(flow) -> (low kernel or None for "keep the frame", high kernel)``.
+    ``kernels((mean f_x, mean f_y)) -> (low kernel or None for "keep the frame", high kernel)``.
     """
     arr = np.ascontiguousarray(frames.cpu().numpy())
     n = context.num_frames if context is not None else 12
     indices = uniform_frame_indices(arr.shape[0], n)
-    size = arr.shape[1:3]
-    masks, lows, highs = [], [], []
-    for _, f in sampled_flows(arr, indices, flow, float(flow_scale)):
-        masks.append(high_motion_mask(f, size))
-        low, high = kernels(f)
-        lows.append(low)
-        highs.append(high)
-    mask = np.stack(masks)
+    motion = clip_motion(arr, indices, flow, float(flow_scale), motion_store(context))
+    lows, highs = zip(*(kernels(m) for m in motion.means), strict=True)
+    lows, highs = list(lows), list(highs)
     if frames.is_cuda:
-        return _blend_torch(frames[indices], highs, lows, torch.from_numpy(mask).to(frames.device))
-    out = blur_blend(arr[indices], highs, None if lows[0] is None else lows, mask)
+        return _blend_torch(frames[indices], highs, lows, torch.from_numpy(motion.masks).to(frames.device))
+    out = blur_blend(arr[indices], highs, None if lows[0] is None else lows, motion.masks)
     return torch.from_numpy(out).to(frames.device)
 
 
@@ -354,8 +390,8 @@ def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator,
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (docs/shifts/mlvp.md, App. E.2)."""
     l_low, l_high = MOTION_LENGTHS[severity - 1]
 
-    def kernels(f):
-        angle = math.degrees(math.atan2(float(f[..., 1].mean()), float(f[..., 0].mean()) + 1e-8))
+    def kernels(mean):
+        angle = math.degrees(math.atan2(mean[1], mean[0] + 1e-8))
         return line_kernel(l_low, angle, angle_convention), line_kernel(l_high, angle, angle_convention)
 
     return _drive(frames, context, kernels, flow, flow_scale)
@@ -370,7 +406,7 @@ def video_defocus(frames: torch.Tensor, severity: int, generator: torch.Generato
     r = DEFOCUS_RADII[severity - 1]
     k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
     low = k_low if static_regions == "low_kernel" else None
-    return _drive(frames, context, lambda f: (low, k_high), flow, flow_scale)
+    return _drive(frames, context, lambda _mean: (low, k_high), flow, flow_scale)
 
 
 def rgb_to_grey(frames: torch.Tensor) -> torch.Tensor:
@@ -400,40 +436,67 @@ def _drive_batch(frames: torch.Tensor, context: ShiftContext | None, kernels, fl
                  angles: bool) -> torch.Tensor:
     """The twin of :func:`_drive` for uint8 (N, T, H, W, 3) clips on their device.
 
-    With the faithful flow (``farneback`` at full resolution) the flows of all clips are one batch of
-    :func:`tta.shifts.video.farneback.farneback` on the frames' device and the masks are taken there; the other
-    flow options compute their flows with OpenCV on the CPU as the reference does. The blurs are grouped
-    convolutions. ``kernels(flow or None) -> (low kernel or None, high kernel)``; with ``angles`` the flows go to the
-    CPU so that the angle is the reference's NumPy float32 mean.
+    With the faithful flow (``farneback`` at full resolution) the flows of all clips missing from the run's
+    :class:`MotionStore` are one batch of :func:`tta.shifts.video.farneback.farneback` on the frames' device and the
+    masks are taken there; the other flow options compute their flows with OpenCV on the CPU as the reference does.
+    The blurs are grouped convolutions. ``kernels((mean f_x, mean f_y) or None) -> (low kernel or None, high
+    kernel)``; with ``angles`` (or a store) the flows go to the CPU so that the means are the reference's NumPy
+    float32 means.
     """
-    from tta.shifts.video.farneback import farneback
-
     check_flow_options(flow, float(flow_scale))
     n_clips, total, h, w, _ = frames.shape
     n = context.num_frames if context is not None else 12
     indices = uniform_frame_indices(total, n)
+    store = motion_store(context)
     if flow == "farneback" and float(flow_scale) == 1.0:
-        flows = torch.zeros(n_clips, len(indices), h, w, 2, device=frames.device)
-        moving = [i for i, t in enumerate(indices) if t > 0]
-        if moving:
-            src = torch.tensor([indices[i] for i in moving], device=frames.device)
-            prev, nxt = (rgb_to_grey(frames[:, s]).reshape(-1, h, w) for s in (src - 1, src))  # only these frames
-            flows[:, moving] = farneback(prev, nxt, **FARNEBACK).reshape(n_clips, len(moving), h, w, 2)
-        masks = _masks_from_flows(flows.reshape(-1, h, w, 2)).reshape(n_clips, len(indices), h, w)
-        host = flows.cpu().numpy() if angles else [[None] * len(indices)] * n_clips
+        motions = _twin_motion(frames, indices, store, angles)
     else:
-        host, masks = [], []
+        motions = []
         for clip in frames:
-            arr = np.ascontiguousarray(clip.cpu().numpy())
-            pairs = list(sampled_flows(arr, indices, flow, float(flow_scale)))
-            host.append([f for _, f in pairs] if angles else [None] * len(indices))
-            masks.append(np.stack([high_motion_mask(f, (h, w)) for _, f in pairs]))
-        masks = torch.from_numpy(np.stack(masks)).to(frames.device)
+            m = clip_motion(np.ascontiguousarray(clip.cpu().numpy()), indices, flow, float(flow_scale), store)
+            motions.append((torch.from_numpy(m.masks).to(frames.device), m.means))
     outs = []
-    for clip, clip_flows, clip_masks in zip(frames, host, masks, strict=True):
-        lows, highs = zip(*(kernels(f) for f in clip_flows), strict=True)
-        outs.append(_blend_torch(clip[indices], list(highs), list(lows), clip_masks))
+    for clip, (masks, means) in zip(frames, motions, strict=True):
+        lows, highs = zip(*(kernels(m) for m in (means if means is not None else [None] * len(indices))), strict=True)
+        outs.append(_blend_torch(clip[indices], list(highs), list(lows), masks))
     return torch.stack(outs)
+
+
+def _twin_motion(frames: torch.Tensor, indices: list[int], store: MotionStore | None,
+                 angles: bool) -> list[tuple[torch.Tensor, np.ndarray | None]]:
+    """[(bool (n, H, W) masks on the frames' device, float64 (n, 2) means or None)] per clip: the torch
+    Farnebäck for the clips ``store`` does not hold (its entries are the twin's own, apart from OpenCV's)."""
+    from tta.shifts.video.farneback import farneback
+
+    n_clips, _, h, w, _ = frames.shape
+    setting = flow_setting("farneback", 1.0, impl="torch")
+    needed = torch.tensor(flow_frames(indices), dtype=torch.long, device=frames.device)
+    keys: list[str | None] = [None] * n_clips
+    out: list = [None] * n_clips
+    if store is not None:
+        for c in range(n_clips):
+            rows = frames[c, needed].cpu().numpy()
+            keys[c] = store.key(dict(zip(needed.tolist(), rows, strict=True)), indices, setting)
+            if (hit := store.load(keys[c], len(indices), (h, w))) is not None:
+                out[c] = (torch.from_numpy(hit.masks).to(frames.device), hit.means)
+    todo = [c for c in range(n_clips) if out[c] is None]
+    if not todo:
+        return out
+    flows = torch.zeros(len(todo), len(indices), h, w, 2, device=frames.device)
+    moving = [i for i, t in enumerate(indices) if t > 0]
+    if moving:
+        src = torch.tensor([indices[i] for i in moving], device=frames.device)
+        sub = frames[todo]
+        prev, nxt = (rgb_to_grey(sub[:, s]).reshape(-1, h, w) for s in (src - 1, src))  # only these frames
+        flows[:, moving] = farneback(prev, nxt, **FARNEBACK).reshape(len(todo), len(moving), h, w, 2)
+    masks = _masks_from_flows(flows.reshape(-1, h, w, 2)).reshape(len(todo), len(indices), h, w)
+    host = flows.cpu().numpy() if angles or store is not None else None
+    for j, c in enumerate(todo):
+        means = None if host is None else np.array([mean_flow(f) for f in host[j]], np.float64)
+        out[c] = (masks[j], means)
+        if keys[c] is not None:
+            store.save(keys[c], ClipMotion(masks[j].cpu().numpy(), means))
+    return out
 
 
 @register_batched("motion_blur", exact=False, cpu=False)
@@ -443,8 +506,8 @@ def motion_blur_batch(frames: torch.Tensor, severity: int, generators: list[torc
     """:func:`motion_blur` for uint8 (N, T, H, W, 3) clips on their device (the faithful flow computed there)."""
     l_low, l_high = MOTION_LENGTHS[severity - 1]
 
-    def kernels(f):
-        angle = math.degrees(math.atan2(float(f[..., 1].mean()), float(f[..., 0].mean()) + 1e-8))
+    def kernels(mean):
+        angle = math.degrees(math.atan2(mean[1], mean[0] + 1e-8))
         return line_kernel(l_low, angle, angle_convention), line_kernel(l_high, angle, angle_convention)
 
     return _drive_batch(frames, context, kernels, flow, flow_scale, angles=True)
@@ -460,4 +523,4 @@ def video_defocus_batch(frames: torch.Tensor, severity: int, generators: list[to
     r = DEFOCUS_RADII[severity - 1]
     k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
     low = k_low if static_regions == "low_kernel" else None
-    return _drive_batch(frames, context, lambda f: (low, k_high), flow, flow_scale, angles=False)
+    return _drive_batch(frames, context, lambda _mean: (low, k_high), flow, flow_scale, angles=False)

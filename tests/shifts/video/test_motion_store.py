@@ -1,0 +1,155 @@
+"""The flow blurs' motion store: the same bits with or without it, the flow computed once per clip and setting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.shifts.video.test_flow_blur import scene
+from tta.shifts import perturb_video
+from tta.shifts.video import flow_blur
+from tta.shifts.video.common import ShiftContext
+from tta.shifts.video.motion_store import ClipMotion, MotionStore, flow_frames
+
+OPTIONS = [("motion_blur", {}), ("video_defocus", {}), ("motion_blur", {"flow": "dis"}),
+           ("video_defocus", {"flow_scale": 0.5}), ("motion_blur", {"angle_convention": "legacy"})]
+
+
+def store_context(root, num_frames: int = 12) -> ShiftContext:
+    return ShiftContext(num_frames=num_frames, resources={"motion_store": MotionStore(root)})
+
+
+def entries(root) -> list:
+    return sorted(p.name for p in root.rglob("*.npz"))
+
+
+def no_flow(monkeypatch) -> None:
+    """Any flow computation from here on fails the test."""
+    def refuse(*_a, **_k):
+        raise AssertionError("the flow was computed although the store holds it")
+
+    monkeypatch.setattr(flow_blur, "sampled_flows", refuse)
+    monkeypatch.setattr("tta.shifts.video.farneback.farneback", refuse)
+
+
+@pytest.mark.parametrize("name,options", OPTIONS)
+def test_a_stored_clip_gives_the_same_bits_without_computing_the_flow(tmp_path, monkeypatch, name, options):
+    clip = scene(t=20)
+    plain = perturb_video(clip, name, 4, 0, context=ShiftContext(num_frames=12), **options)
+    ctx = store_context(tmp_path)
+    first = perturb_video(clip, name, 4, 0, context=ctx, **options)
+    assert len(entries(tmp_path)) == 1
+    no_flow(monkeypatch)
+    again = [perturb_video(clip, name, s, 0, context=ctx, **options) for s in (4, 1)]
+    assert torch.equal(first, plain) and torch.equal(again[0], plain)
+    assert not torch.equal(again[1], plain)  # another severity, the same motion
+    assert len(entries(tmp_path)) == 1
+
+
+def test_both_flow_blurs_share_one_entry_and_each_setting_has_its_own(tmp_path):
+    clip = scene(t=20)
+    ctx = store_context(tmp_path)
+    perturb_video(clip, "motion_blur", 3, 0, context=ctx)
+    perturb_video(clip, "video_defocus", 5, 0, context=ctx)
+    assert len(entries(tmp_path)) == 1
+    perturb_video(clip, "motion_blur", 3, 0, context=ctx, flow="dis")
+    perturb_video(clip, "motion_blur", 3, 0, context=ctx, flow_scale=0.5)
+    perturb_video(scene(t=20, seed=1), "motion_blur", 3, 0, context=ctx)
+    assert len(entries(tmp_path)) == 4
+
+
+def test_the_key_reads_exactly_the_frames_the_flows_read():
+    clip = scene(t=20).numpy()
+    indices = [0, 2, 5, 19]
+    assert flow_frames(indices) == [1, 2, 4, 5, 18, 19]
+    key = MotionStore.key(clip, indices, "s")
+    unread = clip.copy()
+    unread[[0, 3, 10]] ^= 1  # frames no flow reads
+    assert MotionStore.key(unread, indices, "s") == key
+    assert MotionStore.key({i: clip[i] for i in flow_frames(indices)}, indices, "s") == key
+    read = clip.copy()
+    read[18, 0, 0, 0] ^= 1
+    assert MotionStore.key(read, indices, "s") != key
+    assert MotionStore.key(clip, [0, 2, 5, 18], "s") != key
+    assert MotionStore.key(clip, indices, "t") != key
+
+
+def test_a_damaged_or_mismatched_entry_is_computed_again(tmp_path, caplog):
+    clip = scene(t=20)
+    ctx = store_context(tmp_path)
+    plain = perturb_video(clip, "motion_blur", 5, 0, context=ctx)
+    (file,) = tmp_path.rglob("*.npz")
+    file.write_bytes(file.read_bytes()[:-7] + b"garbage")
+    assert torch.equal(perturb_video(clip, "motion_blur", 5, 0, context=ctx), plain)
+    assert "checksum mismatch" in caplog.text
+    store = MotionStore(tmp_path)
+    key = file.stem
+    assert store.load(key, 12, (96, 128)) is not None
+    assert store.load(key, 11, (96, 128)) is None and store.load(key, 12, (96, 64)) is None
+
+
+def test_the_twin_keeps_its_own_entries_and_gives_the_same_bits(tmp_path, monkeypatch):
+    """The torch twin's masks are stored apart from OpenCV's (they may differ on ties); a hit replays them."""
+    clips = torch.stack([scene(t=12, h=64, w=80, seed=s) for s in (0, 1)])
+    ctx, plain_ctx = store_context(tmp_path, 6), ShiftContext(num_frames=6)
+    plain = {name: perturb_video(clips, name, 3, [0, 1], backend="torch", context=plain_ctx)
+             for name in ("motion_blur", "video_defocus")}
+    perturb_video(clips[0], "motion_blur", 3, 0, context=ctx)  # the reference's entry for clip 0
+    first = perturb_video(clips, "motion_blur", 3, [0, 1], backend="torch", context=ctx)
+    assert len(entries(tmp_path)) == 3 and torch.equal(first, plain["motion_blur"])
+    no_flow(monkeypatch)
+    for name in ("motion_blur", "video_defocus"):
+        assert torch.equal(perturb_video(clips, name, 3, [0, 1], backend="torch", context=ctx), plain[name]), name
+
+
+def test_stored_masks_and_means_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    masks = rng.random((12, 7, 13)) < 0.25
+    means = rng.normal(size=(12, 2))
+    store = MotionStore(tmp_path)
+    store.save("ab" * 20, ClipMotion(masks, means))
+    got = store.load("ab" * 20, 12, (7, 13))
+    assert np.array_equal(got.masks, masks) and np.array_equal(got.means, means)
+
+
+def test_a_run_scores_the_same_with_and_without_the_store(tiny_cache, tmp_path, single_thread_torch):
+    """motion_store=false, then the store (filled for every query video), then a warm re-run: the same scores."""
+    from tests.conftest import tiny_overrides
+    from tta.run import run
+    from tta.utils.config import compose
+
+    def scores(name: str, *extra: str) -> torch.Tensor:
+        run(compose("run", tiny_overrides(tiny_cache, "shift=motion_blur", "shift.severity=5", "save.sims=true",
+                                          "skip_complete=false", "resume=false", "loader_workers=0", *extra)),
+            tmp_path / name)
+        return torch.load(tmp_path / name / "sims.pt")
+
+    off = scores("off", "shift.motion_store=false")
+    on = scores("on")
+    assert len(list((tiny_cache / "motion").rglob("*.npz"))) >= 40  # one per query video of the tiny stream
+    assert torch.equal(off, on) and torch.equal(scores("warm"), on)
+
+
+def test_a_bad_motion_store_value_is_one_line(tiny_cache, tmp_path):
+    from tests.conftest import tiny_overrides
+    from tta.data.screen import BadInputError
+    from tta.run import run
+    from tta.utils.config import compose
+
+    with pytest.raises(BadInputError, match="shift.motion_store must be true or false, got 'maybe'"):
+        run(compose("run", tiny_overrides(tiny_cache, "shift=video_defocus", "shift.motion_store=maybe")), tmp_path)
+
+
+def test_the_store_setting_is_not_part_of_a_runs_identity():
+    """Same bits either way: a run with the store resumes or skips one without it, and keeps its logger id."""
+    from omegaconf import OmegaConf
+
+    from tta.results import identity_keys, same_identity
+
+    stored = {"seed": 0, "shift": {"name": "motion_blur", "severity": 5, "motion_store": True},
+              "gallery_shift": {"name": "clean", "severity": 0, "motion_store": True}}
+    off = OmegaConf.create({**stored, "shift": {**stored["shift"], "motion_store": False}})
+    assert same_identity(stored, off)
+    assert identity_keys(stored) == identity_keys(OmegaConf.to_container(off))
+    assert not same_identity(stored, OmegaConf.create({**stored, "shift": {**stored["shift"], "severity": 4}}))

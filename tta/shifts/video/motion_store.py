@@ -1,0 +1,92 @@
+"""Disk store of the flow blurs' per-clip motion, shared by every run that blurs the same frames.
+
+Motion blur and video defocus (:mod:`tta.shifts.video.flow_blur`) spend most of their time on the dense flow
+between consecutive frames, yet what they keep of it (the high-motion mask of each sampled frame and, for motion
+blur, the mean flow that sets the streak's angle) depends on the clean frames and the flow settings only, not on
+the severity, the seed or the adapter. A sweep over adapters x severities x seeds x both flow blurs therefore
+computes the same flows many times; this store computes them once per clip.
+
+Entries are keyed by a SHA-1 digest of the bytes of exactly the frames the flow reads (t-1 and t for each
+sampled t), the frame count and indices, the flow method, scale and parameters, and the implementation that
+computed them (OpenCV with its version, or the torch twin), so a re-encoded video, another OpenCV or the GPU
+twin never reads another's masks. An entry holds the bit-packed masks and the float64 means; it is written
+atomically with a checksum (:func:`tta.utils.io.save_cached`), and a damaged or mismatched one is recomputed.
+A hit returns exactly what the computation would: the blurred frames are the same bits with or without the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from tta.utils.io import load_cached, save_cached
+
+
+class ClipMotion(NamedTuple):
+    """What the flow blurs keep of a clip's flows.
+
+    Attributes:
+        masks: bool (n, H, W), the high-motion mask of each sampled frame at the frames' size.
+        means: float64 (n, 2), each flow's NumPy float32 mean (x, y), widened exactly (motion blur's angle).
+    """
+
+    masks: np.ndarray
+    means: np.ndarray
+
+
+def flow_frames(indices: Sequence[int]) -> list[int]:
+    """The frame indices the flows of the sampled ``indices`` read: t-1 and t for every t > 0 (t = 0 has zero flow)."""
+    return sorted({i for t in indices if t > 0 for i in (t - 1, t)})
+
+
+class MotionStore:
+    """Content-keyed store of :class:`ClipMotion` under ``root`` (one small uncompressed ``.npz`` per clip and
+    setting: the packed masks barely compress, and zlib cost more than the rest of a write)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    @staticmethod
+    def key(frames: np.ndarray, indices: Sequence[int], setting: str) -> str:
+        """Digest of ``frames`` (uint8 (T, H, W, 3), or only the rows of :func:`flow_frames` when ``frames`` is a
+        mapping index -> frame) at the frames the flows read, the indices and ``setting`` (method, scale,
+        parameters, implementation)."""
+        h = hashlib.sha1()  # not adversarial; OpenSSL's SHA-1 hashes frames about twice as fast as BLAKE2b here
+        h.update(f"{setting}|{list(indices)}".encode())
+        for i in flow_frames(indices):
+            frame = np.ascontiguousarray(frames[i])
+            h.update(f"|{i}:{frame.shape}:{frame.dtype}|".encode())
+            h.update(memoryview(frame).cast("B"))
+        return h.hexdigest()
+
+    def _file(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.npz"
+
+    def load(self, key: str, n: int, size: tuple[int, int]) -> ClipMotion | None:
+        """The stored motion of ``key`` if it holds ``n`` masks of ``size`` (H, W), else None (absent or damaged)."""
+        data = load_cached(self._file(key), lambda p: dict(np.load(p)))
+        if data is None:
+            return None
+        try:
+            shape = tuple(int(s) for s in data["shape"])
+            if shape != (n, *size) or data["means"].shape != (n, 2):
+                return None
+            masks = np.unpackbits(data["masks"], count=n * size[0] * size[1]).reshape(shape).astype(bool)
+            return ClipMotion(masks, data["means"].astype(np.float64))
+        except (KeyError, ValueError):
+            return None
+
+    def save(self, key: str, motion: ClipMotion) -> None:
+        """Write ``motion`` under ``key`` (atomic; concurrent writers of one key write the same bytes)."""
+        buf = io.BytesIO()
+        np.savez(buf, masks=np.packbits(motion.masks.ravel()), shape=np.array(motion.masks.shape),
+                            means=np.asarray(motion.means, np.float64))
+        file = self._file(key)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        save_cached(file, data=buf.getvalue())
