@@ -153,3 +153,14 @@ def test_the_store_setting_is_not_part_of_a_runs_identity():
     assert same_identity(stored, off)
     assert identity_keys(stored) == identity_keys(OmegaConf.to_container(off))
     assert not same_identity(stored, OmegaConf.create({**stored, "shift": {**stored["shift"], "severity": 4}}))
+
+
+def test_an_unwritable_store_costs_speed_not_the_output(tmp_path, caplog):
+    root = tmp_path / "store"
+    root.write_text("a file where the store's directory should be")
+    clip = scene(t=20)
+    ctx = store_context(root)
+    plain = perturb_video(clip, "video_defocus", 2, 0, context=ShiftContext(num_frames=12))
+    for _ in range(2):
+        assert torch.equal(perturb_video(clip, "video_defocus", 2, 0, context=ctx), plain)
+    assert caplog.text.count("not writable") == 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,8 @@ from typing import NamedTuple
 import numpy as np
 
 from tta.utils.io import load_cached, save_cached
+
+log = logging.getLogger(__name__)
 
 
 class ClipMotion(NamedTuple):
@@ -51,6 +54,7 @@ class MotionStore:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._warned = False
 
     @staticmethod
     def key(frames: np.ndarray, indices: Sequence[int], setting: str) -> str:
@@ -83,10 +87,16 @@ class MotionStore:
             return None
 
     def save(self, key: str, motion: ClipMotion) -> None:
-        """Write ``motion`` under ``key`` (atomic; concurrent writers of one key write the same bytes)."""
+        """Write ``motion`` under ``key`` (atomic; concurrent writers of one key write the same bytes); a failed write
+        is one warning per store."""
         buf = io.BytesIO()
         np.savez(buf, masks=np.packbits(motion.masks.ravel()), shape=np.array(motion.masks.shape),
                             means=np.asarray(motion.means, np.float64))
         file = self._file(key)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        save_cached(file, data=buf.getvalue())
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            save_cached(file, data=buf.getvalue())
+        except OSError as e:  # a full or read-only disk costs speed, never the run: the output does not depend on it
+            if not self._warned:
+                log.warning("motion store %s not writable (%s); flows are computed without it", self.root, e)
+                self._warned = True
