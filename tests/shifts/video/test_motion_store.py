@@ -164,3 +164,33 @@ def test_an_unwritable_store_costs_speed_not_the_output(tmp_path, caplog):
     for _ in range(2):
         assert torch.equal(perturb_video(clip, "video_defocus", 2, 0, context=ctx), plain)
     assert caplog.text.count("not writable") == 1
+
+
+def test_a_perturbed_copy_fills_the_store_and_equals_the_plain_shift(tiny_cache, tmp_path):
+    """``python -m tta.perturb`` builds the store too; the copy equals the shift computed without it."""
+    import json
+
+    from tests.conftest import TINY_DATA
+    from tta.data.cache import FrameCache
+    from tta.data.registry import load_pairs
+    from tta.data.stream import ShiftSpec
+    from tta.media.frames import uniform_frame_indices
+    from tta.perturb import perturb
+    from tta.utils.config import compose
+
+    cfg = compose("perturb", [f"paths.cache_dir={tiny_cache}", f"out_dir={tmp_path}", *TINY_DATA,
+                              "shift=video_defocus", "shift.severity=2", "workers=1", "data.subset=3"])
+    pairs = load_pairs(cfg.data, "test", tiny_cache)[:3]
+    store, frames = MotionStore(tiny_cache / "motion"), FrameCache(None)
+    keys = []
+    for pair in pairs:  # each clip's entry, removed if an earlier test stored it
+        full = frames.decode_all(pair.video_path)[0].numpy()
+        keys.append(store.key(full, uniform_frame_indices(full.shape[0], cfg.data.num_frames),
+                              flow_blur.flow_setting("farneback", 1.0)))
+        store._file(keys[-1]).unlink(missing_ok=True)
+    out = perturb(cfg)
+    manifest = json.loads((out / "manifest.json").read_text())
+    spec = ShiftSpec("video_defocus", 2, manifest["seed"], tuple(sorted(manifest["options"].items())))
+    for pair, key in zip(pairs, keys, strict=True):
+        assert store._file(key).is_file(), pair.video_id
+        assert np.array_equal(np.load(out / f"{pair.video_id}.npy"), spec.native(pair, frames).numpy())
