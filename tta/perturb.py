@@ -87,6 +87,25 @@ def _fallbacks(shift: ShiftSpec, used: set[str]) -> dict[str, str]:
     return out
 
 
+def _add_resources(cfg: DictConfig, shift: ShiftSpec, used: set[str], pairs, frames: FrameCache, cache: Path,
+                   manifest: dict) -> None:
+    """The run-level resources the copy's shifts need (occlusion boxes, donor pool, motion store)."""
+    if not used & {"main_object_occlusion", "event_insertion", "motion_blur", "video_defocus"}:
+        return
+    from tta.data.shift_resources import build_resources, motion_store_enabled
+
+    model = None
+    if "event_insertion" in used:
+        from tta.synth.zoo import load_model
+
+        model = load_model(cfg.model, cfg.model.checkpoint, cfg.data, cache,
+                           recipe=list(cfg.get("embedded_recipe") or []))
+    shift.resources.update(build_resources(shift, model, cfg.data, pairs, frames, cache,
+                                           motion_store=motion_store_enabled(cfg.shift)))
+    if "donor_pool" in shift.resources:
+        manifest["donor_pool"] = {"size": len(shift.resources["donor_pool"]), "model": cfg.model.name}
+
+
 def perturb(cfg: DictConfig) -> Path:
     """Write the copy described by ``cfg`` (conf/perturb.yaml) and return its directory."""
     cache = cache_root(cfg.paths.cache_dir)
@@ -120,19 +139,7 @@ def perturb(cfg: DictConfig) -> Path:
             from tta.models.factory import tower_config
 
             size = tower_config(cfg.model).image_size
-        if used & {"main_object_occlusion", "event_insertion", "motion_blur", "video_defocus"}:
-            from tta.data.shift_resources import build_resources, motion_store_enabled
-
-            model = None
-            if "event_insertion" in used:
-                from tta.synth.zoo import load_model
-
-                model = load_model(cfg.model, cfg.model.checkpoint, cfg.data, cache,
-                                          recipe=list(cfg.get("embedded_recipe") or []))
-            shift.resources.update(build_resources(shift, model, cfg.data, pairs, frames, cache,
-                                                   motion_store=motion_store_enabled(cfg.shift)))
-            if "donor_pool" in shift.resources:
-                manifest["donor_pool"] = {"size": len(shift.resources["donor_pool"]), "model": cfg.model.name}
+        _add_resources(cfg, shift, used, pairs, frames, cache, manifest)
         manifest.update(format=cfg.format, image_size=size)
         _JOB.update(shift=shift, pairs=pairs, frames=frames, out=out, format=cfg.format, size=size)
         todo = range(len(pairs))
