@@ -63,16 +63,17 @@ def test_the_key_reads_exactly_the_frames_the_flows_read():
     clip = scene(t=20).numpy()
     indices = [0, 2, 5, 19]
     assert flow_frames(indices) == [1, 2, 4, 5, 18, 19]
-    key = MotionStore.key(clip, indices, "s")
+    key = MotionStore.key(clip, indices, (96, 128), "s")
     unread = clip.copy()
     unread[[0, 3, 10]] ^= 1  # frames no flow reads
-    assert MotionStore.key(unread, indices, "s") == key
-    assert MotionStore.key({i: clip[i] for i in flow_frames(indices)}, indices, "s") == key
+    assert MotionStore.key(unread, indices, (96, 128), "s") == key
+    assert MotionStore.key({i: clip[i] for i in flow_frames(indices)}, indices, (96, 128), "s") == key
     read = clip.copy()
     read[18, 0, 0, 0] ^= 1
-    assert MotionStore.key(read, indices, "s") != key
-    assert MotionStore.key(clip, [0, 2, 5, 18], "s") != key
-    assert MotionStore.key(clip, indices, "t") != key
+    assert MotionStore.key(read, indices, (96, 128), "s") != key
+    assert MotionStore.key(clip, [0, 2, 5, 18], (96, 128), "s") != key
+    assert MotionStore.key(clip, indices, (96, 128), "t") != key
+    assert MotionStore.key(clip[:, :48], [0, 0], (48, 128), "s") != MotionStore.key(clip, [0, 0], (96, 128), "s")
 
 
 def test_a_damaged_or_mismatched_entry_is_computed_again(tmp_path, caplog):
@@ -185,7 +186,7 @@ def test_a_perturbed_copy_fills_the_store_and_equals_the_plain_shift(tiny_cache,
     keys = []
     for pair in pairs:  # each clip's entry, removed if an earlier test stored it
         full = frames.decode_all(pair.video_path)[0].numpy()
-        keys.append(store.key(full, uniform_frame_indices(full.shape[0], cfg.data.num_frames),
+        keys.append(store.key(full, uniform_frame_indices(full.shape[0], cfg.data.num_frames), full.shape[1:3],
                               flow_blur.flow_setting("farneback", 1.0)))
         store._file(keys[-1]).unlink(missing_ok=True)
     out = perturb(cfg)

@@ -345,8 +345,8 @@ def clip_motion(frames: np.ndarray, indices: list[int], method: str = "farneback
                 store: MotionStore | None = None) -> ClipMotion:
     """The high-motion masks (at the frames' size) and mean flows of uint8 (T, H, W, 3) ``frames`` at the sampled
     ``indices``, read from ``store`` when it holds them (the same values; the flows are computed otherwise)."""
-    key = store.key(frames, indices, flow_setting(method, scale)) if store is not None else None
     size = frames.shape[1:3]
+    key = store.key(frames, indices, size, flow_setting(method, scale)) if store is not None else None
     if key is not None and (hit := store.load(key, len(indices), size)) is not None:
         return hit
     masks, means = [], []
@@ -476,7 +476,7 @@ def _twin_motion(frames: torch.Tensor, indices: list[int], store: MotionStore | 
     if store is not None:
         for c in range(n_clips):
             rows = frames[c, needed].cpu().numpy()
-            keys[c] = store.key(dict(zip(needed.tolist(), rows, strict=True)), indices, setting)
+            keys[c] = store.key(dict(zip(needed.tolist(), rows, strict=True)), indices, (h, w), setting)
             if (hit := store.load(keys[c], len(indices), (h, w))) is not None:
                 out[c] = (torch.from_numpy(hit.masks).to(frames.device), hit.means)
     todo = [c for c in range(n_clips) if out[c] is None]

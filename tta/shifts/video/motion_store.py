@@ -57,12 +57,12 @@ class MotionStore:
         self._warned = False
 
     @staticmethod
-    def key(frames: np.ndarray, indices: Sequence[int], setting: str) -> str:
-        """Digest of ``frames`` (uint8 (T, H, W, 3), or only the rows of :func:`flow_frames` when ``frames`` is a
-        mapping index -> frame) at the frames the flows read, the indices and ``setting`` (method, scale,
-        parameters, implementation)."""
+    def key(frames, indices: Sequence[int], size: tuple[int, int], setting: str) -> str:
+        """Digest of the frames the flows of the sampled ``indices`` read (``frames``: uint8 (T, H, W, 3), or a
+        mapping index -> frame holding at least those), the indices, the frame ``size`` (H, W; it names clips whose
+        flows read no frame) and ``setting`` (method, scale, parameters, implementation)."""
         h = hashlib.sha1()  # not adversarial; OpenSSL's SHA-1 hashes frames about twice as fast as BLAKE2b here
-        h.update(f"{setting}|{list(indices)}".encode())
+        h.update(f"{setting}|{list(indices)}|{tuple(size)}".encode())
         for i in flow_frames(indices):
             frame = np.ascontiguousarray(frames[i])
             h.update(f"|{i}:{frame.shape}:{frame.dtype}|".encode())
