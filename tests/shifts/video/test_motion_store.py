@@ -47,7 +47,7 @@ def test_a_stored_clip_gives_the_same_bits_without_computing_the_flow(tmp_path, 
     assert len(entries(tmp_path)) == 1
 
 
-def test_both_flow_blurs_share_one_entry_and_each_setting_has_its_own(tmp_path):
+def test_both_flow_blurs_share_one_entry_and_each_setting_has_its_own(tmp_path, monkeypatch):
     clip = scene(t=20)
     ctx = store_context(tmp_path)
     perturb_video(clip, "motion_blur", 3, 0, context=ctx)
@@ -57,6 +57,9 @@ def test_both_flow_blurs_share_one_entry_and_each_setting_has_its_own(tmp_path):
     perturb_video(clip, "motion_blur", 3, 0, context=ctx, flow_scale=0.5)
     perturb_video(scene(t=20, seed=1), "motion_blur", 3, 0, context=ctx)
     assert len(entries(tmp_path)) == 4
+    monkeypatch.setattr(flow_blur.cv2, "getCPUFeaturesLine", lambda: "SSE SSE2")  # a cluster node of another kind
+    perturb_video(clip, "motion_blur", 3, 0, context=ctx)
+    assert len(entries(tmp_path)) == 5
 
 
 def test_the_key_reads_exactly_the_frames_the_flows_read():

@@ -324,11 +324,17 @@ def _correlate_torch(frames: torch.Tensor, kernels: list[np.ndarray]) -> torch.T
     return y.to(torch.uint8).reshape(n, 3, h, w).permute(0, 2, 3, 1)
 
 
-def flow_setting(method: str, scale: float, impl: str = "opencv") -> str:
-    """The flow settings a clip's motion depends on, for :class:`MotionStore` keys (``impl``: ``opencv`` or ``torch``)."""
+def flow_setting(method: str, scale: float, device: torch.device | None = None) -> str:
+    """The flow settings a clip's motion depends on, for :class:`MotionStore` keys: OpenCV's (``device`` None) or
+    the torch twin's on ``device``. The implementation is named down to what can move a last bit, and so a mask
+    tie: OpenCV's version and the SIMD code it dispatches to on this CPU, torch's version and the device model."""
     params = FARNEBACK if method == "farneback" else "preset_fast"
-    version = f"opencv-{cv2.__version__}" if impl == "opencv" else impl
-    return f"{method}|{float(scale)!r}|{params}|p{HIGH_MOTION_PERCENTILE}|{version}"
+    if device is None:
+        impl = f"opencv-{cv2.__version__}-{cv2.getCPUFeaturesLine()}"
+    else:
+        impl = f"torch-{torch.__version__}-" + (torch.cuda.get_device_name(device) if device.type == "cuda"
+                                                else device.type)
+    return f"{method}|{float(scale)!r}|{params}|p{HIGH_MOTION_PERCENTILE}|{impl}"
 
 
 def motion_store(context: ShiftContext | None) -> MotionStore | None:
@@ -469,7 +475,7 @@ def _twin_motion(frames: torch.Tensor, indices: list[int], store: MotionStore | 
     from tta.shifts.video.farneback import farneback
 
     n_clips, _, h, w, _ = frames.shape
-    setting = flow_setting("farneback", 1.0, impl="torch")
+    setting = flow_setting("farneback", 1.0, frames.device)
     needed = torch.tensor(flow_frames(indices), dtype=torch.long, device=frames.device)
     keys: list[str | None] = [None] * n_clips
     out: list = [None] * n_clips

@@ -7,9 +7,10 @@ the severity, the seed or the adapter. A sweep over adapters x severities x seed
 computes the same flows many times; this store computes them once per clip.
 
 Entries are keyed by a SHA-1 digest of the bytes of exactly the frames the flow reads (t-1 and t for each
-sampled t), the frame count and indices, the flow method, scale and parameters, and the implementation that
-computed them (OpenCV with its version, or the torch twin), so a re-encoded video, another OpenCV or the GPU
-twin never reads another's masks. An entry holds the bit-packed masks and the float64 means; it is written
+sampled t), the sampled indices and frame size, the flow method, scale and parameters, and the implementation
+that computed them (OpenCV's version and the SIMD code it dispatches to on the CPU, or the torch twin's version and
+device), so a re-encoded video, another OpenCV, another kind of CPU on a cluster or the GPU twin never reads
+another's masks (their last bits may differ, and a mask tie with them). An entry holds the bit-packed masks and the float64 means; it is written
 atomically with a checksum (:func:`tta.utils.io.save_cached`), and a damaged or mismatched one is recomputed.
 A hit returns exactly what the computation would: the blurred frames are the same bits with or without the store.
 """
