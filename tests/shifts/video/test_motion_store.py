@@ -198,3 +198,15 @@ def test_a_perturbed_copy_fills_the_store_and_equals_the_plain_shift(tiny_cache,
     for pair, key in zip(pairs, keys, strict=True):
         assert store._file(key).is_file(), pair.video_id
         assert np.array_equal(np.load(out / f"{pair.video_id}.npy"), spec.native(pair, frames).numpy())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_twin_with_the_store_gives_the_same_bits(tmp_path, monkeypatch):
+    clips = torch.stack([scene(t=20, seed=s) for s in (0, 1)]).cuda()
+    plain = perturb_video(clips, "motion_blur", 5, [0, 1], context=ShiftContext(num_frames=12))
+    ctx = store_context(tmp_path)
+    assert torch.equal(perturb_video(clips, "motion_blur", 5, [0, 1], context=ctx), plain)
+    no_flow(monkeypatch)
+    assert torch.equal(perturb_video(clips, "motion_blur", 5, [0, 1], context=ctx), plain)
+    assert len(entries(tmp_path)) == 2
