@@ -247,7 +247,12 @@ def sheet_resources(cfg: DictConfig, pairs, shown: set[str]) -> dict:
 
 @hydra.main(config_path="conf", config_name="contact_sheet", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    run_contact_sheet(cfg)
+    try:
+        run_contact_sheet(cfg)
+    except Exception as e:
+        from tta.run import exit_on_user_error
+
+        exit_on_user_error(e)
 
 
 if __name__ == "__main__":

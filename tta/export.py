@@ -8,7 +8,6 @@ precision, in the stream's batches and before any adaptation; the file (:mod:`tt
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tta.data.gallery import weights_digest
 from tta.data.module import RetrievalDataModule, loader_workers
 from tta.data.stream import VideoItems
 from tta.models.encode import EncodeSetting, encode_texts, encode_videos
-from tta.run import check_precision, user_error_line
+from tta.run import check_precision, exit_on_user_error
 from tta.scenario import Scenario
 from tta.sharding import gallery_ranks
 from tta.utils.config_rules import validate_config
@@ -74,11 +73,7 @@ def main(cfg: DictConfig) -> None:
     try:
         path = export(cfg, out)
     except Exception as e:
-        line = user_error_line(e)
-        if line is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        sys.exit(2)
+        exit_on_user_error(e)
     print(f"features written to {path}\nscore them with: python -m tta.run data=features data.path={path} "
           "adapter=source|hsm|qbnorm|dsl")
 

@@ -8,7 +8,9 @@ run (:meth:`tta.data.stream.ShiftSpec.native`, per-item seeds), so the copy equa
 the model. Existing files are skipped (resumable; each file is written atomically) and videos are processed in
 parallel (``workers``). ``manifest.json`` (written last) records the shift, severity, seed, options, the source,
 library versions, the fallbacks used and, for mixed streams, the per-item plan. ``tta.run shift=<same>
-shift.from_copy=<that directory>`` then reads the copy instead of perturbing on the fly.
+shift.from_copy=<that directory>`` then reads the copy instead of perturbing on the fly. ``format=none`` writes no
+copy: it runs motion blur or video defocus over the split only to fill their motion store (docs/shifts/mlvp.md,
+"Speed"), for a sweep whose jobs start together.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ _JOB: dict[str, Any] = {}  # the worker's view of the job (inherited through for
 def _write_one(i: int) -> str:
     shift, pairs, frames, out, fmt, size = (_JOB[k] for k in ("shift", "pairs", "frames", "out", "format", "size"))
     p = pairs[i]
+    if fmt == "none":  # the flow blurs store each clip's motion as they go; the frames are not kept
+        shift.native(p, frames)
+        return "computed"
     file = out / f"{p.video_id}.{fmt}"
     if file.exists():
         return "skipped"
@@ -106,8 +111,45 @@ def _add_resources(cfg: DictConfig, shift: ShiftSpec, used: set[str], pairs, fra
         manifest["donor_pool"] = {"size": len(shift.resources["donor_pool"]), "model": cfg.model.name}
 
 
+def _run_items(todo: list[int], workers: int, description: str) -> list[str]:
+    """:func:`_write_one` over ``todo`` (in ``workers`` forked processes when > 1), with a progress bar."""
+    if workers > 1:
+        with fork_pool(workers, initializer=_init_worker) as pool:
+            return list(progress_iter(pool.imap(_write_one, todo, chunksize=4), len(todo), description))
+    return list(progress_iter(map(_write_one, todo), len(todo), description))
+
+
+FLOW_BLURS = ("motion_blur", "video_defocus")  # the shifts with a motion store
+
+
+def _check_fill(cfg: DictConfig, shift: ShiftSpec, uses_store: bool) -> None:
+    """One line when ``format=none`` has no motion store to fill."""
+    from tta.data.shift_resources import motion_store_enabled
+
+    if not uses_store:
+        raise ValueError(f"format=none only fills the motion store of motion_blur and video_defocus; shift="
+                         f"{shift.name} uses neither: choose format=npy or format=pt")
+    if not motion_store_enabled(cfg.shift):
+        raise ValueError("format=none fills the motion store, which shift.motion_store=false turns off")
+
+
+def fill_motion_store(cfg: DictConfig, shift: ShiftSpec, pairs: list, cache: Path) -> Path:
+    """``format=none``: run the flow blurs over the split only to fill the motion store (nothing else is written),
+    so that the jobs of a sweep started together all find each clip's flow; return the store's directory."""
+    plan = shift.plan([p.video_id for p in pairs])
+    todo = [i for i, (_, name, _) in enumerate(plan) if name in FLOW_BLURS]
+    _check_fill(cfg, shift, bool(todo))
+    frames = FrameCache(cache / "frames", cfg.data.num_frames)
+    _add_resources(cfg, shift, set(FLOW_BLURS), pairs, frames, cache, {})
+    _JOB.update(shift=shift, pairs=pairs, frames=frames, out=None, format="none", size=None)
+    _run_items(todo, max(1, int(cfg.workers)), f"motion store ({shift.name})")
+    log.info("motion store filled for %d %s items in %s", len(todo), cfg.data.name, cache / "motion")
+    return cache / "motion"
+
+
 def perturb(cfg: DictConfig) -> Path:
-    """Write the copy described by ``cfg`` (conf/perturb.yaml) and return its directory."""
+    """Write the copy described by ``cfg`` (conf/perturb.yaml) and return its directory (with ``format=none``,
+    :func:`fill_motion_store`)."""
     cache = cache_root(cfg.paths.cache_dir)
     options = cfg.shift.get("options")
     options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
@@ -116,11 +158,15 @@ def perturb(cfg: DictConfig) -> Path:
     kind = shift.kind
     if kind == "clean":
         raise ValueError("shift=clean has nothing to perturb; choose a video or text shift")
-    if cfg.format not in ("npy", "pt"):
-        raise ValueError(f"format must be npy or pt, got {cfg.format!r}")
+    if cfg.format not in ("npy", "pt", "none"):
+        raise ValueError(f"format must be npy, pt or none, got {cfg.format!r}")
+    if cfg.format == "none" and not is_mixed(shift.name):  # before the data are loaded (or built)
+        _check_fill(cfg, shift, shift.name in FLOW_BLURS)
     pairs = load_pairs(cfg.data, cfg.split, cache)
     if cfg.data.subset:
         pairs = pairs[: int(cfg.data.subset)]
+    if cfg.format == "none":
+        return fill_motion_store(cfg, shift, pairs, cache)
     out = Path(cfg.out_dir) / cfg.data.name / f"{shift.name}_{shift.severity}"
     out.mkdir(parents=True, exist_ok=True)
     plan = shift.plan([p.video_id for p in pairs])
@@ -142,13 +188,7 @@ def perturb(cfg: DictConfig) -> Path:
         _add_resources(cfg, shift, used, pairs, frames, cache, manifest)
         manifest.update(format=cfg.format, image_size=size)
         _JOB.update(shift=shift, pairs=pairs, frames=frames, out=out, format=cfg.format, size=size)
-        todo = range(len(pairs))
-        workers = max(1, int(cfg.workers))
-        if workers > 1:
-            with fork_pool(workers, initializer=_init_worker) as pool:
-                results = list(progress_iter(pool.imap(_write_one, todo, chunksize=4), len(pairs), f"perturbing {shift.name}"))
-        else:
-            results = list(progress_iter(map(_write_one, todo), len(pairs), f"perturbing {shift.name}"))
+        results = _run_items(list(range(len(pairs))), max(1, int(cfg.workers)), f"perturbing {shift.name}")
         manifest["written"], manifest["skipped"] = results.count("written"), results.count("skipped")
     if is_mixed(shift.name):
         manifest["plan"] = {"summary": plan_summary(plan), "items": [list(x) for x in plan]}
@@ -159,8 +199,13 @@ def perturb(cfg: DictConfig) -> Path:
 
 @hydra.main(config_path="conf", config_name="perturb", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    path = perturb(cfg)
-    print(f"wrote {path}")  # the CLI's one line of output
+    try:
+        path = perturb(cfg)
+    except Exception as e:
+        from tta.run import exit_on_user_error
+
+        exit_on_user_error(e)
+    print(f"{'filled' if cfg.format == 'none' else 'wrote'} {path}")  # the CLI's one line of output
 
 
 if __name__ == "__main__":

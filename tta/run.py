@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 from hydra.utils import instantiate
@@ -270,6 +270,17 @@ def user_error_line(e: BaseException) -> str | None:
     return None
 
 
+def exit_on_user_error(e: BaseException) -> NoReturn:
+    """End a command line on ``e``: one line and exit code 2 for what the user can fix; the traceback (``e``
+    re-raised) for a bug, or with ``HYDRA_FULL_ERROR=1``. Call it from the ``except`` clause."""
+    line = user_error_line(e)
+    if line is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise e
+    log.error("%s", line)
+    print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
+    sys.exit(2)
+
+
 @hydra.main(config_path="conf", config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
@@ -290,12 +301,7 @@ def main(cfg: DictConfig) -> None:
     except Exception as e:
         if multirun:
             raise  # the sweep callback writes error.txt and the sweep goes on with the next job
-        line = user_error_line(e)
-        if line is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        log.error("%s", line)  # what the user can fix: one clear line, no stack trace
-        print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
-        sys.exit(2)
+        exit_on_user_error(e)
     print_results(results)
     log.info("results written to %s", Path(run_dir) / "results.json")
 

@@ -76,3 +76,12 @@ def test_cli_then_run_reads_the_copy(tiny_cache, tmp_path, single_thread_torch):
     with pytest.raises(ValueError, match="asks for"):
         run(compose("run", tiny_overrides(tiny_cache, "shift=impulse", "shift.severity=4",
                                           f"shift.from_copy={copy}")), tmp_path / "c")
+
+
+@pytest.mark.parametrize("extra", [["shift=clean"], ["shift=fog", "format=none"], ["shift=fog", "format=mp4"]])
+def test_cli_bad_input_is_one_line_and_exit_code_2(tmp_path, extra):
+    args = [sys.executable, "-m", "tta.perturb", f"paths.cache_dir={tmp_path}/cache", f"out_dir={tmp_path}/out",
+            *extra]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and "\nerror: " in f"\n{res.stderr}", res.stderr[-3000:]

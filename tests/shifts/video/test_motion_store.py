@@ -200,6 +200,35 @@ def test_a_perturbed_copy_fills_the_store_and_equals_the_plain_shift(tiny_cache,
         assert np.array_equal(np.load(out / f"{pair.video_id}.npy"), spec.native(pair, frames).numpy())
 
 
+def test_format_none_fills_the_store_and_writes_no_copy(tiny_cache, tmp_path):
+    """``tta.perturb format=none``: every clip's entry, nothing under out_dir; one line for a shift without a store."""
+    from tests.conftest import TINY_DATA
+    from tta.data.cache import FrameCache
+    from tta.data.registry import load_pairs
+    from tta.media.frames import uniform_frame_indices
+    from tta.perturb import perturb
+    from tta.utils.config import compose
+
+    def cfg(*extra):
+        return compose("perturb", [f"paths.cache_dir={tiny_cache}", f"out_dir={tmp_path / 'out'}", *TINY_DATA,
+                                   "workers=2", "data.subset=4", "format=none", *extra])
+
+    pairs = load_pairs(cfg().data, "test", tiny_cache)[:4]
+    store, frames = MotionStore(tiny_cache / "motion"), FrameCache(None)
+    files = []
+    for pair in pairs:
+        full = frames.decode_all(pair.video_path)[0].numpy()
+        files.append(store._file(store.key(full, uniform_frame_indices(full.shape[0], 12), full.shape[1:3],
+                                           flow_blur.flow_setting("farneback", 1.0))))
+        files[-1].unlink(missing_ok=True)
+    assert perturb(cfg("shift=motion_blur", "shift.severity=1")) == tiny_cache / "motion"
+    assert all(f.is_file() for f in files) and not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="format=none only fills the motion store .* shift=fog uses neither"):
+        perturb(cfg("shift=fog"))
+    with pytest.raises(ValueError, match="shift.motion_store=false turns off"):
+        perturb(cfg("shift=video_defocus", "shift.motion_store=false"))
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_twin_with_the_store_gives_the_same_bits(tmp_path, monkeypatch):
