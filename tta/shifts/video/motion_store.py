@@ -10,9 +10,10 @@ Entries are keyed by a SHA-1 digest of the bytes of exactly the frames the flow 
 sampled t), the sampled indices and frame size, the flow method, scale and parameters, and the implementation
 that computed them (OpenCV's version and the SIMD code it dispatches to on the CPU, or the torch twin's version and
 device), so a re-encoded video, another OpenCV, another kind of CPU on a cluster or the GPU twin never reads
-another's masks (their last bits may differ, and a mask tie with them). An entry holds the bit-packed masks and the float64 means; it is written
-atomically with a checksum (:func:`tta.utils.io.save_cached`), and a damaged or mismatched one is recomputed.
-A hit returns exactly what the computation would: the blurred frames are the same bits with or without the store.
+another's masks (their last bits may differ, and a mask tie with them). An entry holds the bit-packed masks and
+the float64 means; it is written atomically with a checksum (:func:`tta.utils.io.save_cached`), and a damaged or
+mismatched one is recomputed. A hit returns exactly what the computation would: the blurred frames are the same
+bits with or without the store.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def flow_frames(indices: Sequence[int]) -> list[int]:
     return sorted({i for t in indices if t > 0 for i in (t - 1, t)})
 
 
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
 class MotionStore:
     """Content-keyed store of :class:`ClipMotion` under ``root`` (one small uncompressed ``.npz`` per clip and
     setting: the packed masks barely compress, and zlib cost more than the rest of a write)."""
@@ -75,7 +81,7 @@ class MotionStore:
 
     def load(self, key: str, n: int, size: tuple[int, int]) -> ClipMotion | None:
         """The stored motion of ``key`` if it holds ``n`` masks of ``size`` (H, W), else None (absent or damaged)."""
-        data = load_cached(self._file(key), lambda p: dict(np.load(p)))
+        data = load_cached(self._file(key), _read_npz)
         if data is None:
             return None
         try:
@@ -92,7 +98,7 @@ class MotionStore:
         is one warning per store."""
         buf = io.BytesIO()
         np.savez(buf, masks=np.packbits(motion.masks.ravel()), shape=np.array(motion.masks.shape),
-                            means=np.asarray(motion.means, np.float64))
+                 means=np.asarray(motion.means, np.float64))
         file = self._file(key)
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
