@@ -37,18 +37,21 @@ from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_jso
 
 log = logging.getLogger(__name__)
 
-# config keys that do not change what a run computes (a re-run with other values is the same run)
+# config keys (top level, or group.key) that do not change what a run computes (a re-run with other values is the
+# same run)
 NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every",
-                "callbacks", "tags", "task_name", "print_config")
-NOT_IDENTITY_SHIFT = ("motion_store",)  # the same keys under ``shift`` and ``gallery_shift``
+                "callbacks", "tags", "task_name", "print_config", "shift.motion_store", "gallery_shift.motion_store")
 
 
 def identity_keys(config: dict) -> dict:
-    """``config`` (a resolved run config) without the keys that do not change what the run computes."""
-    out = {k: v for k, v in config.items() if k not in NOT_IDENTITY}
-    for side in ("shift", "gallery_shift"):
-        if isinstance(out.get(side), dict):
-            out[side] = {k: v for k, v in out[side].items() if k not in NOT_IDENTITY_SHIFT}
+    """``config`` (a resolved run config) without the :data:`NOT_IDENTITY` keys."""
+    out = dict(config)
+    for key in NOT_IDENTITY:
+        group, _, name = key.partition(".")
+        if not name:
+            out.pop(group, None)
+        elif isinstance(out.get(group), dict):
+            out[group] = {k: v for k, v in out[group].items() if k != name}
     return out
 
 

@@ -390,29 +390,39 @@ def _blend_torch(sampled: torch.Tensor, highs: list[np.ndarray], lows: list, mas
     return torch.where(masks[..., None], high, low)
 
 
-@register_video_shift("motion_blur", level="mid", group="B")
-def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
-                angle_convention: str = "flow", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
-    """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (docs/shifts/mlvp.md, App. E.2)."""
+def motion_kernels(severity: int, angle_convention: str = "flow"):
+    """Motion blur's ``kernels((mean f_x, mean f_y)) -> (low line, high line)`` at ``severity`` (App. E.2)."""
     l_low, l_high = MOTION_LENGTHS[severity - 1]
 
     def kernels(mean):
         angle = math.degrees(math.atan2(mean[1], mean[0] + 1e-8))
         return line_kernel(l_low, angle, angle_convention), line_kernel(l_high, angle, angle_convention)
 
-    return _drive(frames, context, kernels, flow, flow_scale)
+    return kernels
+
+
+def defocus_kernels(severity: int, static_regions: str = "low_kernel"):
+    """Video defocus's ``kernels(_) -> (low disk or None, high disk)`` at ``severity`` (App. E.2)."""
+    if static_regions not in ("low_kernel", "none"):
+        raise ValueError(f"video_defocus static_regions must be low_kernel or none, got {static_regions!r}")
+    r = DEFOCUS_RADII[severity - 1]
+    k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
+    low = k_low if static_regions == "low_kernel" else None
+    return lambda _mean: (low, k_high)
+
+
+@register_video_shift("motion_blur", level="mid", group="B")
+def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
+                angle_convention: str = "flow", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
+    """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (docs/shifts/mlvp.md, App. E.2)."""
+    return _drive(frames, context, motion_kernels(severity, angle_convention), flow, flow_scale)
 
 
 @register_video_shift("video_defocus", level="mid", group="B")
 def video_defocus(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                   static_regions: str = "low_kernel", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, defocused frames (docs/shifts/mlvp.md, App. E.2)."""
-    if static_regions not in ("low_kernel", "none"):
-        raise ValueError(f"video_defocus static_regions must be low_kernel or none, got {static_regions!r}")
-    r = DEFOCUS_RADII[severity - 1]
-    k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
-    low = k_low if static_regions == "low_kernel" else None
-    return _drive(frames, context, lambda _mean: (low, k_high), flow, flow_scale)
+    return _drive(frames, context, defocus_kernels(severity, static_regions), flow, flow_scale)
 
 
 def rgb_to_grey(frames: torch.Tensor) -> torch.Tensor:
@@ -510,13 +520,7 @@ def motion_blur_batch(frames: torch.Tensor, severity: int, generators: list[torc
                       context: ShiftContext | None = None, angle_convention: str = "flow", flow: str = "farneback",
                       flow_scale: float = 1.0) -> torch.Tensor:
     """:func:`motion_blur` for uint8 (N, T, H, W, 3) clips on their device (the faithful flow computed there)."""
-    l_low, l_high = MOTION_LENGTHS[severity - 1]
-
-    def kernels(mean):
-        angle = math.degrees(math.atan2(mean[1], mean[0] + 1e-8))
-        return line_kernel(l_low, angle, angle_convention), line_kernel(l_high, angle, angle_convention)
-
-    return _drive_batch(frames, context, kernels, flow, flow_scale, angles=True)
+    return _drive_batch(frames, context, motion_kernels(severity, angle_convention), flow, flow_scale, angles=True)
 
 
 @register_batched("video_defocus", exact=False, cpu=False)
@@ -524,9 +528,4 @@ def video_defocus_batch(frames: torch.Tensor, severity: int, generators: list[to
                         context: ShiftContext | None = None, static_regions: str = "low_kernel",
                         flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """:func:`video_defocus` for uint8 (N, T, H, W, 3) clips on their device (the faithful flow computed there)."""
-    if static_regions not in ("low_kernel", "none"):
-        raise ValueError(f"video_defocus static_regions must be low_kernel or none, got {static_regions!r}")
-    r = DEFOCUS_RADII[severity - 1]
-    k_low, k_high = disk_kernel(r), disk_kernel(2 * r)
-    low = k_low if static_regions == "low_kernel" else None
-    return _drive_batch(frames, context, lambda _mean: (low, k_high), flow, flow_scale, angles=False)
+    return _drive_batch(frames, context, defocus_kernels(severity, static_regions), flow, flow_scale, angles=False)
