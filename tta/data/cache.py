@@ -87,7 +87,9 @@ class FrameCache:
         frames, fps = read_all_frames(os.fspath(path))
         return limit_side(frames, self.max_side), fps
 
-    def _key(self, path: str) -> str:
+    def key(self, path: str) -> str:
+        """The name of ``path``'s entry: its absolute path, size and modification time, the frame count and, for a
+        downscaled video, the size limit."""
         st = os.stat(path)
         blob = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|uniform|{self.num_frames}"
         if self.oversize(path):  # only a downscaled entry depends on max_side; the others keep their keys
@@ -104,7 +106,7 @@ class FrameCache:
         path = os.fspath(path)
         if self.root is None:
             return self.decode(path)
-        file = self.root / f"{self._key(path)}.npy"
+        file = self.root / f"{self.key(path)}.npy"
         if (cached := load_cached(file, np.load)) is not None:
             return torch.from_numpy(cached)
         frames = self.decode(path)
@@ -117,7 +119,7 @@ class FrameCache:
         """Decode every missing entry (with a progress bar), in ``workers`` processes when > 0 (atomic writes)."""
         if self.root is None:
             return
-        missing = [p for p in paths if not (self.root / f"{self._key(p)}.npy").exists()]
+        missing = [p for p in paths if not (self.root / f"{self.key(p)}.npy").exists()]
         if workers > 0 and len(missing) > 1:
             from torch.utils.data import DataLoader
 

@@ -15,6 +15,7 @@ copy written by ``python -m tta.perturb`` (:class:`PerturbedCopy`) replaces on-t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from tta.media.frames import uniform_frame_indices
 from tta.media.transforms import clip_transform, pad_frames
 from tta.shifts import item_seed, perturb_text, perturb_video, shift_kind
 from tta.shifts.registry import get_shift
-from tta.shifts.video.common import ShiftContext
+from tta.shifts.video.common import ShiftContext, WholeVideoNeeded
 from tta.shifts.video.mixed import is_mixed, resolve_mixed
 
 
@@ -90,6 +91,15 @@ class ShiftSpec:
             ctx.frame_indices = frames.indices(pair.video_path)
             clip = frames.get(pair.video_path).to(self.device)
             return perturb_video(clip, name, severity, seed, context=ctx, **options).cpu()
+        if get_shift(name).accepts_sampled and self.resources.get("motion_store") is not None \
+                and options.get("apply_at", "native") == "native":
+            # the flow blurs with their motion stored need only the frame cache's frames: no decode of the video
+            ctx.clip_key, ctx.clip = frames.key(pair.video_path), frames.get(pair.video_path)
+            try:
+                return perturb_video(ctx.clip.to(self.device), name, severity, seed,
+                                     context=dataclasses.replace(ctx, sampled=True), **options).cpu()
+            except WholeVideoNeeded:
+                pass
         full, ctx.fps = frames.decode_all(pair.video_path)
         out = perturb_video(full.to(self.device), name, severity, seed, context=ctx, **options).cpu()
         return pad_frames(out[uniform_frame_indices(out.shape[0], n)], n)

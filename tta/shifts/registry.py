@@ -4,7 +4,9 @@ A video shift is ``fn(frames: uint8 (T, H, W, 3), severity: int, generator: torc
 its ``group`` says which frames it receives (docs/shifts/mlvp.md: frames): ``"A"`` = the sampled native-resolution frames
 of the clip (the frame cache's output), ``"B"`` = every decoded frame of the video file (the shift works on the
 whole video; the pipeline applies the uniform frame rule to what it returns, so a shift that already returns the
-clip's frames, e.g. temporal scrambling, passes through unchanged).
+clip's frames, e.g. temporal scrambling, passes through unchanged). A group-B shift registered with
+``accepts_sampled=True`` (the flow blurs) may instead be called with the clip's uniform frames alone
+(``ShiftContext.sampled``), and then raises ``WholeVideoNeeded`` if its stored motion is missing.
 a text shift is ``fn(text: str, severity: int, rng: random.Random, **options) -> str``. Shift modules register
 themselves with :func:`register_video_shift` / :func:`register_text_shift` when :mod:`tta.shifts` is imported.
 
@@ -35,6 +37,7 @@ class ShiftInfo:
     batched: Callable | None = None  # the vectorised torch twin (register_batched), if any
     batched_exact: bool = False  # the twin is bit-identical to fn on the CPU
     batched_cpu: bool = True  # backend=auto may pick the (exact) twin on the CPU: it is not slower there
+    accepts_sampled: bool = False  # group B: may run from the uniform frames when its motion is stored
 
 
 _VIDEO: dict[str, ShiftInfo] = {}
@@ -42,12 +45,15 @@ _TEXT: dict[str, ShiftInfo] = {}
 
 
 def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "low", changes_length: bool = False,
-                         group: str = "A"):
+                         group: str = "A", accepts_sampled: bool = False):
     if group not in ("A", "B"):
         raise ValueError(f"group must be 'A' (sampled frames) or 'B' (whole video), got {group!r}")
+    if accepts_sampled and group != "B":
+        raise ValueError("accepts_sampled is for group-B shifts: group A always gets the uniform frames")
 
     def wrap(fn):
-        _VIDEO[name] = ShiftInfo(name, "video", fn, tuple(severities), level, changes_length, group)
+        _VIDEO[name] = ShiftInfo(name, "video", fn, tuple(severities), level, changes_length, group,
+                                 accepts_sampled=accepts_sampled)
         return fn
 
     return wrap

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -117,7 +120,113 @@ def test_stored_masks_and_means_round_trip(tmp_path):
     assert np.array_equal(got.masks, masks) and np.array_equal(got.means, means)
 
 
-def test_a_run_scores_the_same_with_and_without_the_store(tiny_cache, tmp_path, single_thread_torch):
+def scene_pair(tmp_path, seed: int = 0, t: int = 20):
+    """A (VideoTextPair, FrameCache) over an H.264 file of :func:`scene` (frames cached under ``tmp_path``)."""
+    from tta.data.cache import FrameCache
+    from tta.data.readers.msrvtt import VideoTextPair
+    from tta.synth.build import write_mp4
+
+    path = tmp_path / f"scene{seed}.mp4"
+    write_mp4(path, scene(t=t, seed=seed).numpy(), fps=10)
+    return VideoTextPair(f"scene{seed}", "a scene", f"c{seed}", str(path)), FrameCache(tmp_path / "frames")
+
+
+def links(root) -> list:
+    return sorted(p.name for p in (root / "links").rglob("*.txt")) if (root / "links").exists() else []
+
+
+def no_decode(monkeypatch, frames) -> None:
+    def refuse(*_a, **_k):
+        raise AssertionError("the whole video was decoded although the store links its clip")
+
+    monkeypatch.setattr(frames, "decode_all", refuse)
+
+
+@pytest.mark.parametrize("options", [{}, {"flow": "dis"}])
+def test_a_linked_clip_is_blurred_from_the_frame_cache_without_decoding(tmp_path, monkeypatch, options):
+    """The first run decodes the whole video and links the frame cache's clip to its motion; later runs of either
+    flow blur, any severity, read the frame cache and the store only, with the same bits as without a store."""
+    from tta.data.stream import ShiftSpec
+
+    pair, frames = scene_pair(tmp_path)
+    opts = tuple(sorted(options.items()))
+    plain = {(name, s): ShiftSpec(name, s, options=opts).native(pair, frames)
+             for name in ("motion_blur", "video_defocus") for s in (2, 5)}
+    store = MotionStore(tmp_path / "store")
+    spec = lambda name, s: ShiftSpec(name, s, options=opts, resources={"motion_store": store})  # noqa: E731
+    assert torch.equal(spec("motion_blur", 5).native(pair, frames), plain["motion_blur", 5])
+    assert len(links(store.root)) == 1 and len(entries(store.root)) == 1
+    no_decode(monkeypatch, frames)
+    no_flow(monkeypatch)
+    for (name, s), want in plain.items():
+        assert torch.equal(spec(name, s).native(pair, frames), want), (name, s)
+    assert len(links(store.root)) == 1
+
+
+def test_a_clip_is_linked_only_when_the_frame_cache_holds_the_sampled_frames(tmp_path, monkeypatch):
+    """The frame cache decodes the uniform frames over the container's count, the flow blur samples the whole
+    decoded video: where they differ by one bit, no link is written and every run decodes, with the same output."""
+    from tta.data.stream import ShiftSpec
+
+    pair, frames = scene_pair(tmp_path)
+    plain = ShiftSpec("motion_blur", 4).native(pair, frames)
+    clip = frames.get(pair.video_path).clone()
+    clip[5, 10, 10, 0] ^= 1
+    monkeypatch.setattr(frames, "get", lambda _path: clip)
+    store = MotionStore(tmp_path / "store")
+    spec = ShiftSpec("motion_blur", 4, resources={"motion_store": store})
+    calls = []
+    decode = frames.decode_all
+    monkeypatch.setattr(frames, "decode_all", lambda path: calls.append(path) or decode(path))
+    for _ in range(2):
+        assert torch.equal(spec.native(pair, frames), plain)
+    assert len(calls) == 2 and not links(store.root) and len(entries(store.root)) == 1
+
+
+def test_a_damaged_link_or_a_changed_file_decodes_again(tmp_path, caplog):
+    from tta.data.stream import ShiftSpec
+
+    pair, frames = scene_pair(tmp_path)
+    store = MotionStore(tmp_path / "store")
+    spec = ShiftSpec("video_defocus", 3, resources={"motion_store": store})
+    plain = ShiftSpec("video_defocus", 3).native(pair, frames)
+    assert torch.equal(spec.native(pair, frames), plain)
+    (link,) = (store.root / "links").rglob("*.txt")
+    link.write_text("0" * 40)
+    assert torch.equal(spec.native(pair, frames), plain)
+    assert "checksum mismatch" in caplog.text and len(links(store.root)) == 1
+    other, _ = scene_pair(tmp_path, seed=1)  # the same path rewritten with other content: a new frame-cache key
+    os.replace(other.video_path, pair.video_path)
+    os.utime(pair.video_path, ns=(1, 1))
+    assert torch.equal(spec.native(pair, frames), ShiftSpec("video_defocus", 3).native(pair, frames))
+    assert len(links(store.root)) == 2 and len(entries(store.root)) == 2
+
+
+def test_the_twin_links_its_own_motion(tmp_path, monkeypatch):
+    """Called with the uniform frames alone, the torch twin reads the twin's linked entry, not OpenCV's, and gives
+    the bits of the whole-video call; without a link it asks for the whole video."""
+    from tta.shifts.video.common import WholeVideoNeeded
+
+    full = scene(t=12, h=64, w=80)
+    store = MotionStore(tmp_path)
+    indices = flow_blur.uniform_frame_indices(12, 6)
+    clip = full[indices]
+    ctx = ShiftContext(num_frames=6, resources={"motion_store": store}, clip_key="k", clip=clip)
+    sampled = dataclasses.replace(ctx, sampled=True)
+    with pytest.raises(WholeVideoNeeded):
+        perturb_video(clip, "motion_blur", 3, 0, backend="torch", context=sampled)
+    perturb_video(full, "motion_blur", 3, 0, context=ctx)  # OpenCV's entry and link
+    with pytest.raises(WholeVideoNeeded):
+        perturb_video(clip, "motion_blur", 3, 0, backend="torch", context=sampled)
+    want = perturb_video(full, "motion_blur", 3, 0, backend="torch", context=ctx)
+    assert len(links(tmp_path)) == 2
+    no_flow(monkeypatch)
+    assert torch.equal(perturb_video(clip, "motion_blur", 3, 0, backend="torch", context=sampled), want)
+    assert torch.equal(perturb_video(clip, "motion_blur", 3, 0, context=sampled),
+                       perturb_video(full, "motion_blur", 3, 0, context=ctx))
+
+
+def test_a_run_scores_the_same_with_and_without_the_store(tiny_cache, tmp_path, monkeypatch, single_thread_torch):
     """motion_store=false, then the store (filled for every query video), then a warm re-run: the same scores."""
     from tests.conftest import tiny_overrides
     from tta.run import run
@@ -132,7 +241,11 @@ def test_a_run_scores_the_same_with_and_without_the_store(tiny_cache, tmp_path, 
     off = scores("off", "shift.motion_store=false")
     on = scores("on")
     assert len(list((tiny_cache / "motion").rglob("*.npz"))) >= 40  # one per query video of the tiny stream
-    assert torch.equal(off, on) and torch.equal(scores("warm"), on)
+    assert len(list((tiny_cache / "motion" / "links").rglob("*.txt"))) >= 40
+    with monkeypatch.context() as m:  # the warm run blurs the frame cache's clips: no video is decoded whole
+        m.setattr("tta.data.cache.FrameCache.decode_all", lambda *_a: pytest.fail("a linked video was decoded"))
+        warm = scores("warm")
+    assert torch.equal(off, on) and torch.equal(warm, on)
 
 
 def test_a_bad_motion_store_value_is_one_line(tiny_cache, tmp_path):
@@ -239,3 +352,17 @@ def test_cuda_twin_with_the_store_gives_the_same_bits(tmp_path, monkeypatch):
     no_flow(monkeypatch)
     assert torch.equal(perturb_video(clips, "motion_blur", 5, [0, 1], context=ctx), plain)
     assert len(entries(tmp_path)) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_stream_blurs_linked_clips_without_decoding(tmp_path, monkeypatch):
+    from tta.data.stream import ShiftSpec
+
+    pair, frames = scene_pair(tmp_path)
+    plain = ShiftSpec("motion_blur", 5, device="cuda").native(pair, frames)
+    spec = ShiftSpec("motion_blur", 5, device="cuda", resources={"motion_store": MotionStore(tmp_path / "store")})
+    assert torch.equal(spec.native(pair, frames), plain)
+    no_decode(monkeypatch, frames)
+    no_flow(monkeypatch)
+    assert torch.equal(spec.native(pair, frames), plain)

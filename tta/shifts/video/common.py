@@ -35,6 +35,12 @@ class ShiftContext:
         caption: the ground-truth caption of the item, if known (event-insertion fallback query, docs/shifts/mlvp.md, code vs paper).
         main_objects: this video's entry of ``{dataset}_main_objects.json`` (docs/shifts/mlvp.md, main-object metadata), or ``None``.
         resources: run-level objects, e.g. ``{"donor_pool": DonorPool}`` (event insertion, docs/shifts/mlvp.md, App. E.3).
+        clip_key: the frame cache's key of the clip's uniform frames (the file's path, size and modification time,
+            the frame count and the size limit); set for group-B shifts registered with ``accepts_sampled``.
+        clip: those uniform frames, uint8 (num_frames, H, W, 3), when ``clip_key`` is set.
+        sampled: the frames handed to the shift are ``clip`` rather than the whole video. Only a shift registered
+            with ``accepts_sampled`` is called so; it raises :class:`WholeVideoNeeded` when what it would need the
+            whole video for is not stored.
     """
 
     video_id: str = ""
@@ -44,6 +50,13 @@ class ShiftContext:
     caption: str | None = None
     main_objects: dict | None = None
     resources: dict[str, Any] = field(default_factory=dict)
+    clip_key: str | None = None
+    clip: torch.Tensor | None = None
+    sampled: bool = False
+
+
+class WholeVideoNeeded(Exception):
+    """A shift called with the uniform frames alone (``ShiftContext.sampled``) needs every decoded frame after all."""
 
 
 def numpy_rng(generator: torch.Generator) -> np.random.Generator:

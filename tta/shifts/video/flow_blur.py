@@ -51,7 +51,7 @@ import torch
 
 from tta.media.frames import uniform_frame_indices
 from tta.shifts.registry import register_batched, register_video_shift
-from tta.shifts.video.common import ShiftContext
+from tta.shifts.video.common import ShiftContext, WholeVideoNeeded
 from tta.shifts.video.motion_store import ClipMotion, MotionStore, flow_frames
 
 MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_high), docs/shifts/mlvp.md, App. E.2
@@ -348,20 +348,47 @@ def mean_flow(flow: np.ndarray) -> tuple[float, float]:
 
 
 def clip_motion(frames: np.ndarray, indices: list[int], method: str = "farneback", scale: float = 1.0,
-                store: MotionStore | None = None) -> ClipMotion:
+                store: MotionStore | None = None, context: ShiftContext | None = None) -> ClipMotion:
     """The high-motion masks (at the frames' size) and mean flows of uint8 (T, H, W, 3) ``frames`` at the sampled
-    ``indices``, read from ``store`` when it holds them (the same values; the flows are computed otherwise)."""
+    ``indices``, read from ``store`` when it holds them (the same values; the flows are computed otherwise). With a
+    store, the frame cache's clip named in ``context`` is linked to the entry when its frames are the sampled ones."""
     size = frames.shape[1:3]
-    key = store.key(frames, indices, size, flow_setting(method, scale)) if store is not None else None
-    if key is not None and (hit := store.load(key, len(indices), size)) is not None:
-        return hit
-    masks, means = [], []
-    for _, f in sampled_flows(frames, indices, method, float(scale)):
-        masks.append(high_motion_mask(f, size))
-        means.append(mean_flow(f))
-    motion = ClipMotion(np.stack(masks), np.array(means, np.float64))
+    setting = flow_setting(method, scale)
+    key = store.key(frames, indices, size, setting) if store is not None else None
+    motion = store.load(key, len(indices), size) if key is not None else None
+    if motion is None:
+        masks, means = [], []
+        for _, f in sampled_flows(frames, indices, method, float(scale)):
+            masks.append(high_motion_mask(f, size))
+            means.append(mean_flow(f))
+        motion = ClipMotion(np.stack(masks), np.array(means, np.float64))
+        if key is not None:
+            store.save(key, motion)
     if key is not None:
-        store.save(key, motion)
+        _link(store, context, setting, key, frames[indices])
+    return motion
+
+
+def _link(store: MotionStore, context: ShiftContext | None, setting: str, key: str, sampled) -> None:
+    """Link the frame cache's clip of ``context`` to entry ``key`` if its frames are ``sampled``, bit for bit (the
+    whole video's uniform frames over the decoded count, which can differ from the container's count)."""
+    if context is None or context.clip_key is None or context.clip is None:
+        return
+    sampled = torch.as_tensor(sampled).cpu()
+    if context.clip.shape == sampled.shape and torch.equal(context.clip.cpu(), sampled):
+        store.link(context.clip_key, sampled.shape[0], setting, key)
+
+
+def _sampled_motion(context: ShiftContext, setting: str, shape: tuple[int, ...]) -> ClipMotion:
+    """The stored motion of the uniform frames handed over in ``context.clip`` ((n, H, W, 3) ``shape``), or
+    :class:`WholeVideoNeeded` when no link names it."""
+    store = motion_store(context)
+    n, h, w = shape[:3]
+    motion = None
+    if store is not None and context.clip_key is not None:
+        motion = store.linked(context.clip_key, n, (h, w), setting)
+    if motion is None:
+        raise WholeVideoNeeded(f"no stored motion for {context.video_id or 'the clip'} under {setting}")
     return motion
 
 
@@ -370,10 +397,14 @@ def _drive(frames: torch.Tensor, context: ShiftContext | None, kernels, flow: st
 
     ``kernels((mean f_x, mean f_y)) -> (low kernel or None for "keep the frame", high kernel)``.
     """
+    check_flow_options(flow, float(flow_scale))
     arr = np.ascontiguousarray(frames.cpu().numpy())
-    n = context.num_frames if context is not None else 12
-    indices = uniform_frame_indices(arr.shape[0], n)
-    motion = clip_motion(arr, indices, flow, float(flow_scale), motion_store(context))
+    if context is not None and context.sampled:  # the frame cache's uniform frames, their motion linked in the store
+        indices = list(range(arr.shape[0]))
+        motion = _sampled_motion(context, flow_setting(flow, float(flow_scale)), arr.shape)
+    else:
+        indices = uniform_frame_indices(arr.shape[0], context.num_frames if context is not None else 12)
+        motion = clip_motion(arr, indices, flow, float(flow_scale), motion_store(context), context)
     lows, highs = zip(*(kernels(m) for m in motion.means), strict=True)
     lows, highs = list(lows), list(highs)
     if frames.is_cuda:
@@ -411,14 +442,14 @@ def defocus_kernels(severity: int, static_regions: str = "low_kernel"):
     return lambda _mean: (low, k_high)
 
 
-@register_video_shift("motion_blur", level="mid", group="B")
+@register_video_shift("motion_blur", level="mid", group="B", accepts_sampled=True)
 def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                 angle_convention: str = "flow", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (docs/shifts/mlvp.md, App. E.2)."""
     return _drive(frames, context, motion_kernels(severity, angle_convention), flow, flow_scale)
 
 
-@register_video_shift("video_defocus", level="mid", group="B")
+@register_video_shift("video_defocus", level="mid", group="B", accepts_sampled=True)
 def video_defocus(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                   static_regions: str = "low_kernel", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, defocused frames (docs/shifts/mlvp.md, App. E.2)."""
@@ -461,16 +492,26 @@ def _drive_batch(frames: torch.Tensor, context: ShiftContext | None, kernels, fl
     """
     check_flow_options(flow, float(flow_scale))
     n_clips, total, h, w, _ = frames.shape
-    n = context.num_frames if context is not None else 12
-    indices = uniform_frame_indices(total, n)
     store = motion_store(context)
-    if flow == "farneback" and float(flow_scale) == 1.0:
-        motions = _twin_motion(frames, indices, store, angles)
+    faithful = flow == "farneback" and float(flow_scale) == 1.0
+    if context is not None and context.sampled:  # one clip: the frame cache's uniform frames, their motion linked
+        if n_clips != 1:
+            raise ValueError(f"a call with the uniform frames alone takes one clip, got {n_clips}")
+        indices = list(range(total))
+        setting = flow_setting(flow, float(flow_scale), frames.device if faithful else None)
+        m = _sampled_motion(context, setting, frames.shape[1:])
+        motions = [(torch.from_numpy(m.masks).to(frames.device), m.means)]
     else:
-        motions = []
-        for clip in frames:
-            m = clip_motion(np.ascontiguousarray(clip.cpu().numpy()), indices, flow, float(flow_scale), store)
-            motions.append((torch.from_numpy(m.masks).to(frames.device), m.means))
+        indices = uniform_frame_indices(total, context.num_frames if context is not None else 12)
+        single = context if n_clips == 1 else None  # the context names one clip
+        if faithful:
+            motions = _twin_motion(frames, indices, store, angles, single)
+        else:
+            motions = []
+            for clip in frames:
+                m = clip_motion(np.ascontiguousarray(clip.cpu().numpy()), indices, flow, float(flow_scale), store,
+                                single)
+                motions.append((torch.from_numpy(m.masks).to(frames.device), m.means))
     outs = []
     for clip, (masks, means) in zip(frames, motions, strict=True):
         lows, highs = zip(*(kernels(m) for m in (means if means is not None else [None] * len(indices))), strict=True)
@@ -478,12 +519,11 @@ def _drive_batch(frames: torch.Tensor, context: ShiftContext | None, kernels, fl
     return torch.stack(outs)
 
 
-def _twin_motion(frames: torch.Tensor, indices: list[int], store: MotionStore | None,
-                 angles: bool) -> list[tuple[torch.Tensor, np.ndarray | None]]:
+def _twin_motion(frames: torch.Tensor, indices: list[int], store: MotionStore | None, angles: bool,
+                 context: ShiftContext | None = None) -> list[tuple[torch.Tensor, np.ndarray | None]]:
     """[(bool (n, H, W) masks on the frames' device, float64 (n, 2) means or None)] per clip: the torch
-    Farnebäck for the clips ``store`` does not hold (its entries are the twin's own, apart from OpenCV's)."""
-    from tta.shifts.video.farneback import farneback
-
+    Farnebäck for the clips ``store`` does not hold (its entries are the twin's own, apart from OpenCV's). A
+    ``context`` names the single clip's frame-cache entry, linked as :func:`clip_motion` links it."""
     n_clips, _, h, w, _ = frames.shape
     setting = flow_setting("farneback", 1.0, frames.device)
     needed = torch.tensor(flow_frames(indices), dtype=torch.long, device=frames.device)
@@ -496,8 +536,20 @@ def _twin_motion(frames: torch.Tensor, indices: list[int], store: MotionStore | 
             if (hit := store.load(keys[c], len(indices), (h, w))) is not None:
                 out[c] = (torch.from_numpy(hit.masks).to(frames.device), hit.means)
     todo = [c for c in range(n_clips) if out[c] is None]
-    if not todo:
-        return out
+    if todo:
+        _twin_flows(frames, indices, todo, keys, out, store, angles)
+    if store is not None and n_clips == 1:
+        _link(store, context, setting, keys[0], frames[0, indices])
+    return out
+
+
+def _twin_flows(frames: torch.Tensor, indices: list[int], todo: list[int], keys: list, out: list,
+                store: MotionStore | None, angles: bool) -> None:
+    """Fill ``out[c]`` for the clips ``todo`` with the torch Farnebäck's masks and means, storing them under
+    ``keys[c]``."""
+    from tta.shifts.video.farneback import farneback
+
+    _, _, h, w, _ = frames.shape
     flows = torch.zeros(len(todo), len(indices), h, w, 2, device=frames.device)
     moving = [i for i, t in enumerate(indices) if t > 0]
     if moving:
@@ -512,7 +564,6 @@ def _twin_motion(frames: torch.Tensor, indices: list[int], store: MotionStore | 
         out[c] = (masks[j], means)
         if keys[c] is not None:
             store.save(keys[c], ClipMotion(masks[j].cpu().numpy(), means))
-    return out
 
 
 @register_batched("motion_blur", exact=False, cpu=False)

@@ -14,6 +14,13 @@ another's masks (their last bits may differ, and a mask tie with them). An entry
 the float64 means; it is written atomically with a checksum (:func:`tta.utils.io.save_cached`), and a damaged or
 mismatched one is recomputed. A hit returns exactly what the computation would: the blurred frames are the same
 bits with or without the store.
+
+Computing the key means decoding the whole video, which costs about as much as the rest of a stored clip's blur.
+So the store also keeps links from a clip of the frame cache (its file's path, size and modification time, the
+frame count and the size limit: the frame cache's own key) and a flow setting to the entry. A link is written only
+after checking that the frame cache's uniform frames are, to the bit, the frames the flow blur sampled from the
+whole decoded video; a later run that finds it blurs the frame cache's frames with the linked motion and decodes
+nothing, with the same output.
 """
 
 from __future__ import annotations
@@ -99,10 +106,33 @@ class MotionStore:
         buf = io.BytesIO()
         np.savez(buf, masks=np.packbits(motion.masks.ravel()), shape=np.array(motion.masks.shape),
                  means=np.asarray(motion.means, np.float64))
-        file = self._file(key)
+        self._write(self._file(key), buf.getvalue())
+
+    @staticmethod
+    def link_key(clip_key: str, n: int, setting: str) -> str:
+        """The link's name for the frame cache's clip ``clip_key`` of ``n`` frames under the flow ``setting``."""
+        return hashlib.sha1(f"link|{clip_key}|{n}|{setting}".encode()).hexdigest()
+
+    def _link_file(self, link: str) -> Path:
+        return self.root / "links" / link[:2] / f"{link}.txt"
+
+    def link(self, clip_key: str, n: int, setting: str, key: str) -> None:
+        """Record that the frame cache's clip ``clip_key`` (``n`` frames) has the motion of entry ``key`` under
+        ``setting``; the caller has checked that its frames are the ones the entry's flows sampled."""
+        self._write(self._link_file(self.link_key(clip_key, n, setting)), key.encode())
+
+    def linked(self, clip_key: str, n: int, size: tuple[int, int], setting: str) -> ClipMotion | None:
+        """The motion linked to the frame cache's clip ``clip_key`` under ``setting``, or None (no link, or its
+        entry is absent or damaged)."""
+        key = load_cached(self._link_file(self.link_key(clip_key, n, setting)), lambda p: p.read_text().strip())
+        if key is None or len(key) != 40 or any(c not in "0123456789abcdef" for c in key):
+            return None
+        return self.load(key, n, size)
+
+    def _write(self, file: Path, data: bytes) -> None:
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
-            save_cached(file, data=buf.getvalue())
+            save_cached(file, data=data)
         except OSError as e:  # a full or read-only disk costs speed, never the run: the output does not depend on it
             if not self._warned:
                 log.warning("motion store %s not writable (%s); flows are computed without it", self.root, e)
