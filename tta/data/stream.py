@@ -8,7 +8,9 @@ paper's query-shift setting (v2t + video shift, t2v + text shift), on the galler
 
 Video shifts act on the native frames in MLVP's order (docs/shifts/mlvp.md): a group-A shift gets the uniform
 frames from the frame cache; a group-B shift gets every decoded frame of the file (and its frame rate) and the
-uniform rule is applied to what it returns, padded with the last frame; the CLIP transform comes last.
+uniform rule is applied to what it returns, padded with the last frame; the CLIP transform comes last. The flow
+blurs, once the run's motion store links a clip to its motion, take the frame cache's frames instead and the video
+is not decoded (:mod:`tta.shifts.video.motion_store`; the same output).
 Mixed streams (``mixed_severity``, ``mixed_types``) resolve to one (shift, severity) per item first. A perturbed
 copy written by ``python -m tta.perturb`` (:class:`PerturbedCopy`) replaces on-the-fly perturbation.
 """
@@ -79,22 +81,24 @@ class ShiftSpec:
         ctx = context or self.context(video_id, frames.shape[0])
         return perturb_video(frames.to(self.device), name, severity, seed, context=ctx, **options).cpu()
 
-    def native(self, pair: VideoTextPair, frames: FrameCache) -> torch.Tensor:
-        """The clip's native-resolution frames after the shift: uint8 (num_frames, H, W, 3) (docs/shifts/mlvp.md)."""
+    def native(self, pair: VideoTextPair, frames: FrameCache, clean: torch.Tensor | None = None) -> torch.Tensor:
+        """The clip's native-resolution frames after the shift: uint8 (num_frames, H, W, 3) (docs/shifts/mlvp.md).
+        ``clean``: ``frames.get(pair.video_path)`` where the caller has read it already (copied here: a shift may
+        write into its input)."""
         name, severity, options = self.resolve(pair.video_id)
+        clip = (lambda: clean.clone() if clean is not None else frames.get(pair.video_path))  # noqa: E731
         if shift_kind(name) != "video":
-            return frames.get(pair.video_path)
+            return clip()
         n = frames.num_frames
         ctx = self.context(pair.video_id, n, pair.caption)
         seed = item_seed(self.seed, pair.video_id, name, severity)
         if get_shift(name).group == "A":
             ctx.frame_indices = frames.indices(pair.video_path)
-            clip = frames.get(pair.video_path).to(self.device)
-            return perturb_video(clip, name, severity, seed, context=ctx, **options).cpu()
+            return perturb_video(clip().to(self.device), name, severity, seed, context=ctx, **options).cpu()
         if get_shift(name).accepts_sampled and self.resources.get("motion_store") is not None \
                 and options.get("apply_at", "native") == "native":
             # the flow blurs with their motion stored need only the frame cache's frames: no decode of the video
-            ctx.clip_key, ctx.clip = frames.key(pair.video_path), frames.get(pair.video_path)
+            ctx.clip_key, ctx.clip = frames.key(pair.video_path), clip()
             try:
                 return perturb_video(ctx.clip.to(self.device), name, severity, seed,
                                      context=dataclasses.replace(ctx, sampled=True), **options).cpu()
@@ -174,10 +178,9 @@ class VideoItems(Dataset):
     def __getitem__(self, i: int) -> dict:
         if self.copy is not None or self.shift.kind != "video":
             return {"index": i, "video": self.clip(i)}
-        p = self.pairs[i]
-        native = self.shift.native(p, self.frames)
-        return {"index": i, "video": clip_transform(native, self.size),
-                "input_distance": pixel_distance(self.frames.get(p.video_path), native)}
+        clean = self.frames.get(self.pairs[i].video_path)
+        native = self.shift.native(self.pairs[i], self.frames, clean)
+        return {"index": i, "video": clip_transform(native, self.size), "input_distance": pixel_distance(clean, native)}
 
 
 def pixel_distance(clean: torch.Tensor, shifted: torch.Tensor) -> float:
