@@ -33,7 +33,9 @@ motion blur's time on the CPU.
 The clip's motion (masks and mean flows) depends on its clean frames and the flow settings only, so a run keeps it
 in the :class:`~tta.shifts.video.motion_store.MotionStore` of its resources (``shift.motion_store``, on by
 default): every later severity, seed, adapter and the other flow blur read it instead of computing the flow, with
-the same output bits.
+the same output bits. Once the store links a frame-cache clip to its motion, the stream hands the shift that
+clip's uniform frames instead of the whole decoded video (``ShiftContext.sampled``; :class:`WholeVideoNeeded` when
+the link is missing), so a warm run decodes no video.
 
 The registered torch twins (:func:`motion_blur_batch`, :func:`video_defocus_batch`, used by ``backend=auto`` on
 CUDA) compute the faithful flow for all frame pairs of a batch on the frames' device
