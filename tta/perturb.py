@@ -32,6 +32,7 @@ from tta.data.registry import dataset_root, load_pairs
 from tta.data.stream import ShiftSpec
 from tta.media.transforms import clip_transform
 from tta.shifts.video.mixed import is_mixed, plan_summary
+from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_pool
 from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
 from tta.utils.paths import cache_root
@@ -133,13 +134,19 @@ def _check_fill(cfg: DictConfig, shift: ShiftSpec, uses_store: bool) -> None:
         raise ValueError("format=none fills the motion store, which shift.motion_store=false turns off")
 
 
+def frame_cache(cfg: DictConfig, cache: Path) -> FrameCache:
+    """The frame cache a run over the same data reads (the same frame count and size limit), so that the copy holds
+    the frames a run would perturb and the motion store's links serve the runs."""
+    return FrameCache(cache / "frames", cfg.data.num_frames, max_side=(cfg.get("inputs") or {}).get("max_side"))
+
+
 def fill_motion_store(cfg: DictConfig, shift: ShiftSpec, pairs: list, cache: Path) -> Path:
     """``format=none``: run the flow blurs over the split only to fill the motion store (nothing else is written),
     so that the jobs of a sweep started together all find each clip's flow; return the store's directory."""
     plan = shift.plan([p.video_id for p in pairs])
     todo = [i for i, (_, name, _) in enumerate(plan) if name in FLOW_BLURS]
     _check_fill(cfg, shift, bool(todo))
-    frames = FrameCache(cache / "frames", cfg.data.num_frames)
+    frames = frame_cache(cfg, cache)
     _add_resources(cfg, shift, set(FLOW_BLURS), pairs, frames, cache, {})
     _JOB.update(shift=shift, pairs=pairs, frames=frames, out=None, format="none", size=None)
     _run_items(todo, max(1, int(cfg.workers)), f"motion store ({shift.name})")
@@ -150,6 +157,7 @@ def fill_motion_store(cfg: DictConfig, shift: ShiftSpec, pairs: list, cache: Pat
 def perturb(cfg: DictConfig) -> Path:
     """Write the copy described by ``cfg`` (conf/perturb.yaml) and return its directory (with ``format=none``,
     :func:`fill_motion_store`)."""
+    validate_config(cfg)
     cache = cache_root(cfg.paths.cache_dir)
     options = cfg.shift.get("options")
     options = OmegaConf.to_container(options, resolve=True) if options is not None else {}
@@ -179,14 +187,14 @@ def perturb(cfg: DictConfig) -> Path:
         captions = [[p.video_id, shift.text(p.caption, p.caption_id or p.video_id)] for p in pairs]
         atomic_write_json(out / "captions.json", captions)
     else:
-        frames = FrameCache(cache / "frames", cfg.data.num_frames)
+        frames = frame_cache(cfg, cache)
         size = None
         if cfg.format == "pt":
             from tta.models.factory import tower_config
 
             size = tower_config(cfg.model).image_size
         _add_resources(cfg, shift, used, pairs, frames, cache, manifest)
-        manifest.update(format=cfg.format, image_size=size)
+        manifest.update(format=cfg.format, image_size=size, max_side=frames.max_side)
         _JOB.update(shift=shift, pairs=pairs, frames=frames, out=out, format=cfg.format, size=size)
         results = _run_items(list(range(len(pairs))), max(1, int(cfg.workers)), f"perturbing {shift.name}")
         manifest["written"], manifest["skipped"] = results.count("written"), results.count("skipped")

@@ -42,6 +42,23 @@ def test_copy_is_resumable_and_equals_on_the_fly(tiny_cache, tmp_path):
     assert (again["written"], again["skipped"]) == (1, 9)
 
 
+def test_the_copy_has_the_runs_size_limit_and_a_run_with_another_one_is_refused(tiny_cache, tmp_path):
+    """``inputs.max_side`` downscales the copy's frames as it does a run's (the embedded videos are 128x96), and a
+    run whose limit differs from the copy's is refused in one line instead of reading frames of another size."""
+    from tta.data.stream import PerturbedCopy, ShiftSpec
+
+    out = perturb(perturb_cfg(tiny_cache, tmp_path, "shift=fog", "shift.severity=2", "workers=1", "data.subset=2",
+                              "inputs.max_side=64"))
+    assert json.loads((out / "manifest.json").read_text())["max_side"] == 64
+    assert all(np.load(f).shape == (12, 48, 64, 3) for f in out.glob("*.npy"))
+    spec = ShiftSpec("fog", 2, 42)
+    assert PerturbedCopy(out, spec, 64).manifest["max_side"] == 64
+    with pytest.raises(ValueError, match="written with inputs.max_side=64 but the run has 1920"):
+        PerturbedCopy(out, spec, 1920)
+    with pytest.raises(Exception, match="inputs.max_side=0"):
+        perturb(perturb_cfg(tiny_cache, tmp_path, "shift=fog", "shift.severity=2", "inputs.max_side=0"))
+
+
 def test_pt_format_and_text_captions(tiny_cache, tmp_path):
     from tta.shifts.registry import _TEXT, register_text_shift
 

@@ -72,7 +72,7 @@ class RetrievalDataModule(L.LightningDataModule):
         self.layout = self._screened_layout()
         shift = self.shifts[0]
         if self.single and self.cfg.shift.get("from_copy"):
-            self.copy = PerturbedCopy(self.cfg.shift.from_copy, shift)
+            self.copy = PerturbedCopy(self.cfg.shift.from_copy, shift, self.frames.max_side)
         self._build_shift_resources()
         self.gallery = encode_gallery(self.model, self.layout.gallery, self.cfg, self.gallery_shift, self.frames,
                                       self.cache, self.copy)

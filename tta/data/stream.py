@@ -121,9 +121,10 @@ class PerturbedCopy:
     Layout: ``root/manifest.json``; videos as ``root/<video id>.npy`` (uint8 native frames (T, H, W, 3), the
     default) or ``root/<video id>.pt`` (``{"video": float32 (T, 3, S, S) normalised, "video_id"}``, MLVP's own
     format, docs/shifts/mlvp.md); captions as ``root/captions.json`` (a list of ``[video id, text]``).
+    ``shift`` and ``max_side`` (the run's ``inputs.max_side``; ``"any"`` skips the check) must be the copy's.
     """
 
-    def __init__(self, root: str | Path, shift: ShiftSpec | None = None):
+    def __init__(self, root: str | Path, shift: ShiftSpec | None = None, max_side: int | None | str = "any"):
         self.root = Path(root)
         file = self.root / "manifest.json"
         if not file.is_file():
@@ -135,6 +136,10 @@ class PerturbedCopy:
             have = {k: self.manifest.get(k) for k in want}
             if have != want:
                 raise ValueError(f"perturbed copy {self.root} holds {have}, but the run asks for {want}")
+        if max_side != "any" and "max_side" in self.manifest and self.manifest["max_side"] != max_side:
+            raise ValueError(f"perturbed copy {self.root} was written with inputs.max_side={self.manifest['max_side']}"
+                             f" but the run has {max_side}: write it again with inputs.max_side={max_side}, or run "
+                             f"with inputs.max_side={self.manifest['max_side']}")
         self._captions: dict[str, str] | None = None
 
     def clip(self, video_id: str, size: int) -> torch.Tensor:
