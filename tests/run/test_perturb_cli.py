@@ -51,7 +51,7 @@ def test_the_copy_has_the_runs_size_limit_and_a_run_with_another_one_is_refused(
                               "inputs.max_side=64"))
     assert json.loads((out / "manifest.json").read_text())["max_side"] == 64
     assert all(np.load(f).shape == (12, 48, 64, 3) for f in out.glob("*.npy"))
-    spec = ShiftSpec("fog", 2, 42)
+    spec = ShiftSpec("fog", 2, 42, (("apply_at", "native"),))
     assert PerturbedCopy(out, spec, 64).manifest["max_side"] == 64
     with pytest.raises(ValueError, match="written with inputs.max_side=64 but the run has 1920"):
         PerturbedCopy(out, spec, 1920)
