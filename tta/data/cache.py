@@ -138,6 +138,13 @@ class FrameCache:
         self.get(path)
 
 
+def run_frame_cache(cfg, cache: Path) -> FrameCache:
+    """The frame cache of a run's (or a perturbed copy's) config: ``<cache>/frames``, ``data.num_frames`` frames,
+    downscaled to ``inputs.max_side``. Runs and ``tta.perturb`` share it, so a copy holds the frames a run perturbs
+    and the motion store's links serve both."""
+    return FrameCache(cache / "frames", cfg.data.num_frames, max_side=(cfg.get("inputs") or {}).get("max_side"))
+
+
 def limit_side(frames: torch.Tensor, max_side: int | None) -> torch.Tensor:
     """uint8 (T, H, W, 3) frames downscaled so that max(H, W) <= ``max_side`` (aspect kept; a no-op if within)."""
     if not max_side or max(frames.shape[1], frames.shape[2]) <= max_side:

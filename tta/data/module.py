@@ -16,7 +16,7 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
-from tta.data.cache import FrameCache
+from tta.data.cache import run_frame_cache
 from tta.data.gallery import encode_gallery
 from tta.data.layout import EvalLayout
 from tta.data.registry import load_pairs
@@ -49,8 +49,7 @@ class RetrievalDataModule(L.LightningDataModule):
                                                                               else ShiftSpec())
         self.query_filter: dict | None = None  # the D_q filter's record (tta/data/shift_effect.py)
         self.query_side = "video" if cfg.task == "v2t" else "text"
-        inputs = cfg.get("inputs") or {}
-        self.frames = FrameCache(cache / "frames", cfg.data.num_frames, max_side=inputs.get("max_side"))
+        self.frames = run_frame_cache(cfg, cache)
         self.layout: EvalLayout | None = None
         self.report: InputReport | None = None
         self.gallery: torch.Tensor | None = None
