@@ -34,6 +34,7 @@ from tta.media.video import read_all_frames, read_frames, video_frame_count
 from tta.shifts import item_seed, perturb_video, video_shift_names
 from tta.shifts.registry import get_shift
 from tta.shifts.video.common import ShiftContext
+from tta.utils.cli import exit_on_user_error, hydra_cli
 from tta.utils.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -250,10 +251,8 @@ def main(cfg: DictConfig) -> None:
     try:
         run_contact_sheet(cfg)
     except Exception as e:
-        from tta.run import exit_on_user_error
-
         exit_on_user_error(e)
 
 
 if __name__ == "__main__":
-    main()
+    hydra_cli(main)

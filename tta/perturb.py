@@ -32,6 +32,7 @@ from tta.data.registry import dataset_root, load_pairs
 from tta.data.stream import ShiftSpec
 from tta.media.transforms import clip_transform
 from tta.shifts.video.mixed import is_mixed, plan_summary
+from tta.utils.cli import exit_on_user_error, hydra_cli
 from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_pool
 from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
@@ -204,12 +205,10 @@ def main(cfg: DictConfig) -> None:
     try:
         path = perturb(cfg)
     except Exception as e:
-        from tta.run import exit_on_user_error
-
         exit_on_user_error(e)
     print(f"{'filled' if cfg.format == 'none' else 'wrote'} {path}")  # the CLI's one line of output
 
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    main()
+    hydra_cli(main)

@@ -7,61 +7,42 @@ the stream -> scored results written to the run directory (docs/outputs.md).
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import hydra
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from tta.adapters import build_adapter
-from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
-from tta.data.gallery import weights_digest
-from tta.data.module import RetrievalDataModule
-from tta.data.shift_effect import InputDistances
-from tta.media.video import VideoDecodeError, video_decoder
-from tta.results import (
-    StreamContext,
-    code_revision,
-    complete_results,
-    identity_keys,
-    neighbour_width,
-    provenance,
-    reset_peak_memory,
-    score_stream,
-    write_run,
-)
-from tta.scenario import Scenario, register_query_task
-from tta.sharding import gallery_ranks, num_ranks
+# Only light modules here: torch, Lightning and the models load when a run starts (run_stages), so that a misspelt
+# option or a bad value is answered in about a second (tta/utils/cli.py), not after ten seconds of imports.
+from tta.utils.cli import exit_on_user_error, hydra_cli
 from tta.utils.config import print_config_tree
 from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_safe
 from tta.utils.io import claim_run_dir
-from tta.utils.loggers import build_loggers, finish_loggers, log_results
 from tta.utils.logs import quiet_lightning
 from tta.utils.paths import cache_root
 from tta.utils.progress import setup_progress
-from tta.utils.seeding import seed_everything
 from tta.utils.signals import RunInterrupted, StopSignals
 from tta.utils.sweep import register_resolvers, write_error
+
+if TYPE_CHECKING:
+    from tta.data.module import RetrievalDataModule
+    from tta.scenario import Scenario
 
 log = logging.getLogger("tta.run")
 # trainer.precision values that keep the weights float32 (none or autocast): the gallery is encoded once in float32
 # and the adapters mix it with query features, so a model cast to half or double precision ("*-true") cannot run
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed")
-register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directories)
-register_query_task()  # ${tta_query_task:...} of experiment configs that sweep both directions
+register_resolvers()  # ${tta_dirname:...} of conf/run.yaml, ${tta_query_task:...} of experiment configs
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Execute one online TTA run and return the results record (also written to ``results.json``)."""
     t_start = time.time()
-    code_revision()  # the revision of the code this run imported, before anyone can commit during it
     if cfg.data.name == "features":  # precomputed features: the file names the model, data, task and shift
         from tta.data.features import check_feature_adapter, features_run_config
 
@@ -69,6 +50,9 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         check_feature_adapter(cfg)
     check_precision(cfg)
     validate_config(cfg)
+    from tta.results import code_revision, complete_results  # after the checks: a bad value is answered at once
+
+    code_revision()  # the revision of the code this run imported, before anyone can commit during it
     quiet_lightning()
     run_dir = Path(run_dir or os.getcwd())
     if cfg.get("skip_complete", False) and (previous := complete_results(run_dir, cfg)) is not None:
@@ -88,6 +72,22 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
 
 def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float) -> dict[str, Any]:
     """The stages of :func:`run` in a directory this process holds, with stop signals caught."""
+    from tta.adapters import build_adapter
+    from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
+    from tta.data.shift_effect import InputDistances
+    from tta.results import (
+        StreamContext,
+        identity_keys,
+        neighbour_width,
+        provenance,
+        reset_peak_memory,
+        score_stream,
+        write_run,
+    )
+    from tta.scenario import Scenario
+    from tta.utils.loggers import build_loggers, finish_loggers, log_results
+    from tta.utils.seeding import seed_everything
+
     reset_peak_memory()
     seed_everything(cfg.seed)
     cache = cache_root(cfg.paths.cache_dir)
@@ -147,6 +147,9 @@ def build_data(cfg: DictConfig, scenario: Scenario, cache: Path, start_batch: in
 
         data = FeatureDataModule(cfg, scenario.shifts, start_batch)
         return data.model, data
+    from tta.data.module import RetrievalDataModule
+    from tta.media.video import video_decoder
+    from tta.sharding import gallery_ranks
     from tta.synth.zoo import setup_stages
 
     # a first run builds the embedded assets: one overall bar with the stage names and an ETA
@@ -166,6 +169,8 @@ def source_weights(cfg: DictConfig, model, data) -> str | None:
     it is the same, since CPU training is not bit-reproducible across machines. Exported features carry their own."""
     if cfg.data.get("features"):
         return data.features.meta.get("source_weights")
+    from tta.data.gallery import weights_digest
+
     return weights_digest(model)[:16]
 
 
@@ -200,6 +205,10 @@ def check_precision(cfg: DictConfig) -> None:
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):
     """The Lightning Trainer of ``trainer=`` (any Trainer flag), with the run's callbacks and loggers."""
+    from hydra.utils import instantiate
+
+    from tta.sharding import num_ranks
+
     single = {"devices": 1, "strategy": "auto"} if num_ranks(cfg) > 1 else {}  # the stream runs on rank 0 alone
     try:
         return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **single)
@@ -247,40 +256,6 @@ def print_results(results: dict[str, Any]) -> None:
     console.print(f"time: total {t['total']:.1f} s, adaptation {t['adapt']:.1f} s ({t['per_query_ms']:.1f} ms/query)")
 
 
-USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError, VideoDecodeError)
-
-
-def user_error_line(e: BaseException) -> str | None:
-    """One line telling the user what went wrong and what to do, for errors the user can fix; None for bugs."""
-    if isinstance(e, ModuleNotFoundError) and e.name:
-        return (f"the optional dependency {e.name!r} is not installed ({e}); install it (pip install {e.name}, or "
-                f"the tta extra that lists it) or choose an option that does not need it")
-    if isinstance(e, USER_ERRORS):
-        return str(e).replace("\n", " ")
-    if isinstance(e, OSError) and e.errno is not None:  # the file system, not the code: permissions, space, paths
-        where = f" {e.filename}" if e.filename else ""
-        what = {errno.ENOSPC: "no space left on device writing{where}: free space or point hydra.run.dir / "
-                              "paths.cache_dir at another disk",
-                errno.EDQUOT: "disk quota exceeded writing{where}: free space or use another disk",
-                errno.EACCES: "permission denied on{where}: choose a writable hydra.run.dir / paths.cache_dir",
-                errno.EPERM: "operation not permitted on{where}: choose a writable hydra.run.dir / paths.cache_dir",
-                errno.EROFS: "read-only file system at{where}: choose a writable hydra.run.dir / paths.cache_dir",
-                errno.ENOTDIR: "a file is in the way of the directory{where}: choose another path"}
-        return what.get(e.errno, f"{e.strerror or e} ({where.strip() or 'no file named'})").format(where=where).strip()
-    return None
-
-
-def exit_on_user_error(e: BaseException) -> NoReturn:
-    """End a command line on ``e``: one line and exit code 2 for what the user can fix; the traceback (``e``
-    re-raised) for a bug, or with ``HYDRA_FULL_ERROR=1``. Call it from the ``except`` clause."""
-    line = user_error_line(e)
-    if line is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
-        raise e
-    log.error("%s", line)
-    print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
-    sys.exit(2)
-
-
 @hydra.main(config_path="conf", config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
@@ -307,4 +282,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    hydra_cli(main)

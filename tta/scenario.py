@@ -84,7 +84,7 @@ def query_side_of(task: str) -> str:
 
 def query_task(shift_name: str) -> str:
     """The direction whose queries a shift perturbs: ``t2v`` for a text shift, ``v2t`` otherwise. Registered as the
-    config resolver ``${tta_query_task:<shift name>}`` (:func:`register_query_task`), so one sweep can run video
+    config resolver ``${tta_query_task:<shift name>}`` (tta.utils.sweep.register_resolvers), so one sweep can run video
     shifts on v2t and text shifts on t2v."""
     from tta.shifts import shift_kind
 
@@ -92,11 +92,6 @@ def query_task(shift_name: str) -> str:
         return "t2v" if shift_kind(str(shift_name)) == "text" else "v2t"
     except KeyError:
         raise ValueError(f"unknown shift {shift_name!r}: no query direction") from None
-
-
-def register_query_task() -> None:
-    if not OmegaConf.has_resolver("tta_query_task"):
-        OmegaConf.register_new_resolver("tta_query_task", query_task)
 
 
 def train_data_config(cfg: DictConfig) -> DictConfig:

@@ -20,8 +20,6 @@ import hashlib
 import json
 import logging
 import math
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,8 @@ from tta.models.checkpoint import load_checkpoint, save_checkpoint
 from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, encode_videos, pairwise_similarity
 from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
-from tta.utils.config_rules import ConfigValueError, validate_config
+from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.config_rules import validate_config
 from tta.utils.io import atomic_torch_save
 from tta.utils.progress import progress_iter, report_progress, setup_active
 
@@ -424,13 +423,9 @@ def train(cfg: DictConfig) -> Path:
 def main(cfg: DictConfig) -> None:
     try:
         train(cfg)
-    except ConfigValueError as e:  # what the user can fix: one line and exit code 2, as python -m tta.run does
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        log.error("%s", e)
-        print(f"error: {e}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
-        sys.exit(2)
+    except Exception as e:
+        exit_on_user_error(e)
 
 
 if __name__ == "__main__":
-    main()
+    hydra_cli(main)

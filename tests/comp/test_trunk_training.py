@@ -200,7 +200,8 @@ def test_a_trainable_trunk_comploss_recipe_end_to_end(tiny_cache, tmp_path):
 
 def test_an_invalid_recipe_stops_the_run_with_one_line(tiny_cache, tmp_path):
     from tests.comp.test_comp_runs import TINY_RECIPE
-    from tta.run import run, user_error_line
+    from tta.run import run
+    from tta.utils.cli import user_error_line
 
     recipe = (*TINY_RECIPE, "comp_loss.weight=1", "text_trunk_trainable_layers=1", "freeze_text_trunk=false")
     line = "embedded_recipe=[" + ",".join(f"'{r}'" for r in recipe) + "]"

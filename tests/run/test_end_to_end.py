@@ -59,12 +59,10 @@ def test_bad_choices_are_clear_errors(tiny_cache, tmp_path):
 
 
 def test_cli(tiny_cache, tmp_path):
-    """The README grammar: python -m tta.run group=choice key=value (Hydra lists valid choices on a typo)."""
+    """The README grammar: python -m tta.run group=choice key=value (typos: test_reliability's CLI error test)."""
     args = [sys.executable, "-m", "tta.run", *tiny_overrides(tiny_cache, "model=xpool", "task=t2v", "shift=gaussian",
                                                               "shift.severity=5", f"hydra.run.dir={tmp_path}/run")]
     out = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "R@1" in out.stdout and "skewness" in out.stdout
     assert json.loads((tmp_path / "run" / "results.json").read_text())["model"] == "xpool"
-    bad = subprocess.run([sys.executable, "-m", "tta.run", "adapter=nosuch"], capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "Could not find 'adapter/nosuch'" in bad.stderr and "source" in bad.stderr

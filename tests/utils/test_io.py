@@ -88,7 +88,7 @@ def test_a_write_failing_half_way_leaves_the_previous_file_intact(tmp_path, monk
 
 @pytest.mark.heavy  # imports the runner (Lightning)
 def test_a_full_disk_is_one_line_for_the_user():
-    from tta.run import user_error_line
+    from tta.utils.cli import user_error_line
 
     line = user_error_line(OSError(errno.ENOSPC, "No space left on device", "/runs/x/results.json"))
     assert line == ("no space left on device writing /runs/x/results.json: free space or point hydra.run.dir / "

@@ -1,0 +1,91 @@
+"""Hydra's errors about the command line, as one line and exit code 2 (tta/utils/cli.py), in-process."""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+import pytest
+from omegaconf import DictConfig
+
+from tta.utils.cli import hydra_cli, hydra_error_line
+from tta.utils.config import CONF_DIR, compose
+
+
+def _error_of(overrides: list[str]) -> Exception:
+    with pytest.raises(Exception) as info:
+        compose("run", overrides)
+    return info.value
+
+
+@pytest.mark.parametrize(("overrides", "line"), [
+    (["adapter=hatvrt"], "In 'run': Could not find 'adapter/hatvrt'; the options in 'adapter' are: dsl, eata, hatvtr, "
+                         "hatvtr_gate, hatvtr_hubloss, hsm, noregret, qbnorm, read, sar, source, tcr, tent"),
+    (["hydra/launcher=slrum"], "In 'hydra/config': Could not find 'hydra/launcher/slrum'; the options in "
+                               "'hydra/launcher' are: basic, local, slurm, submitit_local, submitit_slurm"),
+    (["adapter.lrr=0.1"], "Could not override 'adapter.lrr'. To append to your config use +adapter.lrr=0.1. "
+                          "Key 'lrr' is not in struct."),
+    (["shift.severity=[1"], "cannot parse the override 'shift.severity=[1': no viable alternative at input '[1' "
+                            "(the grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)"),
+    (["~nokey"], "Could not delete from config. 'nokey' does not exist."),
+])
+def test_each_hydra_error_is_one_line(overrides, line):
+    assert hydra_error_line(_error_of(overrides)) == line
+
+
+def test_optional_groups_refuse_a_misspelt_choice():
+    """experiment= and debug= have no default; a misspelt one is an error, not a silent run of the defaults."""
+    for group in ("experiment", "debug"):
+        line = hydra_error_line(_error_of([f"{group}=nosuch"]))
+        assert line.startswith(f"In 'run': Could not find '{group}/nosuch'; the options in '{group}' are: "), line
+    assert compose("run", ["experiment=seeds", "debug=tiny"]).data.synth.n_test == 40  # a right one still applies
+
+
+def test_other_errors_are_not_hydras():
+    assert hydra_error_line(ValueError("a value")) is None
+    assert hydra_error_line(KeyError("a bug")) is None
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="run", version_base="1.3")
+def _print_seed(cfg: DictConfig) -> None:
+    print(f"seed {cfg.seed}")
+
+
+def test_the_wrapped_command_line_exits_with_2_and_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)  # Hydra's output directory
+    monkeypatch.setattr(sys, "argv", ["tta.run", "adapter=hatvrt"])
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit) as info:
+        hydra_cli(_print_seed)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].startswith("error: In 'run': Could not find 'adapter/hatvrt'; the options in "), err
+    assert len(err.splitlines()) == 2 and "Traceback" not in err  # the line and the HYDRA_FULL_ERROR hint
+
+    from hydra._internal import utils as hydra_internal
+
+    assert hydra_internal.run_and_report.__name__ == "run_and_report"  # Hydra's own report is back
+    monkeypatch.setattr(sys, "argv", ["tta.run", "seed=7", f"hydra.run.dir={tmp_path}/run"])
+    hydra_cli(_print_seed)
+    assert "seed 7" in capsys.readouterr().out
+
+
+def test_hydra_full_error_keeps_the_exception(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["tta.run", "adapter=hatvrt"])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException):
+        hydra_cli(_print_seed)
+
+
+def test_the_run_command_line_loads_torch_only_when_a_run_starts():
+    """What answers a bad command line (Hydra's composition, the value rules) runs before torch and Lightning load,
+    so a typo is reported in about a second; tta/run.py imports them inside the run's stages."""
+    import subprocess
+
+    code = ("import sys, tta.run, tta.utils.cli, tta.utils.config_rules; "
+            "print(sorted(m for m in ('torch', 'lightning', 'numpy', 'open_clip') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -1,0 +1,124 @@
+"""How the command lines end on bad input: one line saying what was wrong and what to do, and exit code 2.
+
+Two kinds of bad input reach a ``python -m tta.<command>``:
+
+* Hydra's, before any code of ours runs: an option no config group has (``adapter=nosuch``), a key the config
+  lacks (``foo=1``), an override Hydra cannot parse (``shift.severity=[1``). Hydra prints several lines and exits
+  with 1; :func:`hydra_cli` turns them into one line and 2.
+* ours, raised while the command runs: a value out of range, a missing file, a full disk
+  (:func:`exit_on_user_error`).
+
+A bug keeps its traceback, and ``HYDRA_FULL_ERROR=1`` shows the traceback of either kind.
+This module imports nothing heavy, so that a typo is reported before torch and Lightning load.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+log = logging.getLogger("tta.cli")
+
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointError)
+
+
+def full_error() -> bool:
+    """Whether the user asked for tracebacks (Hydra's own switch)."""
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def user_error_line(e: BaseException) -> str | None:
+    """One line telling the user what went wrong and what to do, for errors the user can fix; None for bugs."""
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        return (f"the optional dependency {e.name!r} is not installed ({e}); install it (pip install {e.name}, or "
+                f"the tta extra that lists it) or choose an option that does not need it")
+    # a video that cannot be decoded is the user's file; its class is looked up only where video code was loaded
+    video = sys.modules.get("tta.media.video")
+    if isinstance(e, USER_ERRORS) or (video is not None and isinstance(e, video.VideoDecodeError)):
+        return str(e).replace("\n", " ")
+    if isinstance(e, OSError) and e.errno is not None:  # the file system, not the code: permissions, space, paths
+        where = f" {e.filename}" if e.filename else ""
+        what = {errno.ENOSPC: "no space left on device writing{where}: free space or point hydra.run.dir / "
+                              "paths.cache_dir at another disk",
+                errno.EDQUOT: "disk quota exceeded writing{where}: free space or use another disk",
+                errno.EACCES: "permission denied on{where}: choose a writable hydra.run.dir / paths.cache_dir",
+                errno.EPERM: "operation not permitted on{where}: choose a writable hydra.run.dir / paths.cache_dir",
+                errno.EROFS: "read-only file system at{where}: choose a writable hydra.run.dir / paths.cache_dir",
+                errno.ENOTDIR: "a file is in the way of the directory{where}: choose another path"}
+        return what.get(e.errno, f"{e.strerror or e} ({where.strip() or 'no file named'})").format(where=where).strip()
+    return None
+
+
+def exit_with_line(line: str, to_log: bool = True) -> NoReturn:
+    """Print ``line`` (and write it to the run's log, where the run has one) and exit with 2."""
+    if to_log:
+        log.error("%s", line)
+    print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
+    sys.exit(2)
+
+
+def exit_on_user_error(e: BaseException) -> NoReturn:
+    """End a command line on ``e``: one line and exit code 2 for what the user can fix; the traceback (``e``
+    re-raised) for a bug, or with ``HYDRA_FULL_ERROR=1``. Call it from the ``except`` clause."""
+    line = user_error_line(e)
+    if line is None or full_error():
+        raise e
+    exit_with_line(line)
+
+
+def hydra_error_line(e: BaseException) -> str | None:
+    """One line for Hydra's errors about the command line and the config files; None for any other error."""
+    from hydra.errors import (
+        ConfigCompositionException,
+        MissingConfigException,
+        OverrideParseException,
+        SearchPathException,
+    )
+
+    if isinstance(e, MissingConfigException) and e.options is not None:
+        group = (e.missing_cfg_file or "").rpartition("/")[0]
+        first = str(e).splitlines()[0]
+        return f"{first}; the options in '{group}' are: {', '.join(e.options)}"
+    if isinstance(e, OverrideParseException):
+        grammar = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+        return f"cannot parse the override {e.override!r}: {str(e).splitlines()[0]} (the grammar: {grammar})"
+    if isinstance(e, ConfigCompositionException | SearchPathException):
+        parts = [line.strip() for line in str(e).splitlines() if line.strip()]
+        if e.__cause__ is not None:  # OmegaConf's reason, without its full_key/object_type detail lines
+            parts.append(str(e.__cause__).splitlines()[0].strip())
+        return " ".join(p if p.endswith((".", ":")) else p + "." for p in parts)
+    return None
+
+
+def hydra_cli(main: Callable[[], object]) -> None:
+    """Call a ``@hydra.main`` function as a command line, with Hydra's errors about the command line turned into
+    one line and exit code 2 (Hydra itself prints several lines and exits with 1)."""
+    try:
+        from hydra._internal import utils as hydra_internal
+
+        report = hydra_internal.run_and_report
+    except (ImportError, AttributeError):  # another Hydra: its own report stands
+        main()
+        return
+
+    def one_line_report(func):
+        def guarded():
+            try:
+                return func()
+            except Exception as e:
+                line = None if full_error() else hydra_error_line(e)
+                if line is None:
+                    raise
+                exit_with_line(line, to_log=False)  # before any run's log; SystemExit passes through Hydra's report
+
+        return report(guarded)
+
+    hydra_internal.run_and_report = one_line_report
+    try:
+        main()
+    finally:
+        hydra_internal.run_and_report = report
