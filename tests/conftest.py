@@ -17,8 +17,12 @@ TINY_DATA = ["data.synth.n_train=24", "data.synth.n_val=8", "data.synth.n_test=4
 
 @pytest.fixture(scope="session")
 def tiny_cache(tmp_path_factory) -> Path:
-    path = Path(os.environ.get("TTA_TEST_CACHE") or tmp_path_factory.mktemp("tta-cache"))
-    return path
+    """The tiny benchmark's cache: one per pytest-xdist worker (gw0, gw1, ...), since tests assert on what a run
+    adds to it; ``TTA_TEST_CACHE`` keeps them across sessions."""
+    kept = os.environ.get("TTA_TEST_CACHE")
+    if not kept:
+        return tmp_path_factory.mktemp("tta-cache")  # xdist gives each worker its own temporary root
+    return Path(kept) / os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 def tiny_overrides(cache: Path, *extra: str) -> list[str]:
