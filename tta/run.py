@@ -37,7 +37,17 @@ log = logging.getLogger("tta.run")
 # trainer.precision values that keep the weights float32 (none or autocast): the gallery is encoded once in float32
 # and the adapters mix it with query features, so a model cast to half or double precision ("*-true") cannot run
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed")
-register_resolvers()  # ${tta_dirname:...} of conf/run.yaml, ${tta_query_task:...} of experiment configs
+
+
+def _query_task(shift: str) -> str:
+    from tta.scenario import query_task  # it loads the shift registry: only when a config asks
+
+    return query_task(shift)
+
+
+register_resolvers()  # ${tta_dirname:...} of conf/run.yaml (sweep job directories)
+if not OmegaConf.has_resolver("tta_query_task"):  # of experiment configs that sweep both directions
+    OmegaConf.register_new_resolver("tta_query_task", _query_task)
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -72,20 +82,11 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
 
 def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float) -> dict[str, Any]:
     """The stages of :func:`run` in a directory this process holds, with stop signals caught."""
-    from tta.adapters import build_adapter
     from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
     from tta.data.shift_effect import InputDistances
-    from tta.results import (
-        StreamContext,
-        identity_keys,
-        neighbour_width,
-        provenance,
-        reset_peak_memory,
-        score_stream,
-        write_run,
-    )
+    from tta.results import StreamContext, provenance, reset_peak_memory, score_stream, write_run
     from tta.scenario import Scenario
-    from tta.utils.loggers import build_loggers, finish_loggers, log_results
+    from tta.utils.loggers import finish_loggers, log_results
     from tta.utils.seeding import seed_everything
 
     reset_peak_memory()
@@ -100,15 +101,8 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     model, data = build_data(cfg, scenario, cache, start_batch)
     reference = data.clean_reference()  # before the adapter touches the model
     weights = source_weights(cfg, model, data)
-    adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
-                            source_split=data.source_split(scenario.train_data))
-    # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
-    adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=bool(cfg.save.sims),
-                         head=int(cfg.save.get("sims_head") or 0))
-    config = OmegaConf.to_container(cfg, resolve=True)
-    started = {k: v for k, v in provenance(cfg, t_start).items() if k != "finished"}
-    loggers = build_loggers(cfg.get("logger"), run_dir, {**config, "provenance": started},
-                            identity=identity_keys(config))
+    adapter = build_run_adapter(cfg, model, data, scenario)
+    loggers = run_loggers(cfg, run_dir, t_start)
     status = "failed"
     try:
         distances = InputDistances()
@@ -138,6 +132,29 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     finally:
         finish_loggers(loggers, status)
     return record
+
+
+def build_run_adapter(cfg: DictConfig, model, data: RetrievalDataModule, scenario: Scenario):
+    """The configured adapter over the source model and the cached gallery, tracking what the scoring reads."""
+    from tta.adapters import build_adapter
+    from tta.results import neighbour_width
+
+    adapter = build_adapter(cfg, model, data.gallery, data.layout.gt, data.layout.gallery_class,
+                            source_split=data.source_split(scenario.train_data))
+    # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
+    adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=bool(cfg.save.sims),
+                         head=int(cfg.save.get("sims_head") or 0))
+    return adapter
+
+
+def run_loggers(cfg: DictConfig, run_dir: Path, t_start: float) -> list:
+    """The loggers of ``logger=``, started with the resolved config and the provenance known so far."""
+    from tta.results import identity_keys, provenance
+    from tta.utils.loggers import build_loggers
+
+    config = OmegaConf.to_container(cfg, resolve=True)
+    started = {k: v for k, v in provenance(cfg, t_start).items() if k != "finished"}
+    return build_loggers(cfg.get("logger"), run_dir, {**config, "provenance": started}, identity=identity_keys(config))
 
 
 def build_data(cfg: DictConfig, scenario: Scenario, cache: Path, start_batch: int):

@@ -83,9 +83,9 @@ def query_side_of(task: str) -> str:
 
 
 def query_task(shift_name: str) -> str:
-    """The direction whose queries a shift perturbs: ``t2v`` for a text shift, ``v2t`` otherwise. Registered as the
-    config resolver ``${tta_query_task:<shift name>}`` (tta.utils.sweep.register_resolvers), so one sweep can run video
-    shifts on v2t and text shifts on t2v."""
+    """The direction whose queries a shift perturbs: ``t2v`` for a text shift, ``v2t`` otherwise. tta.run registers
+    it as the config resolver ``${tta_query_task:<shift name>}``, so one sweep can run video shifts on v2t and text
+    shifts on t2v."""
     from tta.shifts import shift_kind
 
     try:

@@ -11,11 +11,9 @@ from tests.conftest import tiny_overrides
 from tta.scenario import Scenario
 from tta.synth.zoo import _recipe_key, _train_cfg, ensure_embedded_checkpoint
 from tta.utils.config import compose
-from tta.utils.sweep import register_resolvers
 
 
 def _build(cache: Path, *recipe: str) -> dict:
-    register_resolvers()
     cfg = compose("run", tiny_overrides(cache))
     scenario = Scenario.from_config(cfg)
     path = ensure_embedded_checkpoint(cfg.model, scenario.train_data, cache,

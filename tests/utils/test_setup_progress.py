@@ -12,7 +12,6 @@ from tta.synth.shipped import TRAIN_ENV
 from tta.synth.zoo import setup_stages
 from tta.utils.config import compose
 from tta.utils.progress import SetupProgress, Stage, format_duration, progress_iter, report_progress, setup_progress
-from tta.utils.sweep import register_resolvers
 
 STAGES = [Stage("rendering", 10.0, "rendering"), Stage("training", 30.0, "training"), Stage("decoding", 60.0, "dec")]
 
@@ -75,7 +74,6 @@ def test_progress_iter_and_steps_advance_the_overall_bar(caplog):
 
 
 def _stages(cache, *overrides: str):
-    register_resolvers()
     cfg = compose("run", ["paths.cache_dir=" + str(cache), *overrides])
     scenario = Scenario.from_config(cfg)
     return setup_stages(cfg.model, scenario.checkpoint, scenario.train_data, cfg.data, cache,

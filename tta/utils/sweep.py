@@ -113,17 +113,7 @@ def job_dirname(override_dirname: str, identity: str = "", max_len: int = 100) -
 
 
 def register_resolvers() -> None:
-    """The config resolvers of ``conf/``: ``${tta_dirname:...}`` (sweep job directories) and
-    ``${tta_query_task:<shift>}`` (the direction a shift perturbs, for sweeps over both; tta.scenario.query_task)."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("tta_dirname"):
         OmegaConf.register_new_resolver("tta_dirname", job_dirname)
-    if not OmegaConf.has_resolver("tta_query_task"):
-        OmegaConf.register_new_resolver("tta_query_task", _query_task)
-
-
-def _query_task(shift: str) -> str:
-    from tta.scenario import query_task  # tta.scenario loads the models: only when a config asks
-
-    return query_task(shift)
