@@ -1,7 +1,7 @@
 # Two commands do everything on a fresh clone:
 #   make run    -> set up .venv if needed, then the default online TTA run on the embedded benchmark
 #   make test   -> set up .venv if needed, then the test suite (both tiers: what CI runs)
-#   make test-fast -> the fast tier only (docs/testing.md): no rendered benchmark, no subprocess, under 90 s
+#   make test-fast -> the fast tier only (docs/testing.md): no rendered benchmark, no subprocess, about 90 s
 # Extra arguments: make run ARGS="model=xpool adapter=source shift=gaussian shift.severity=5"
 PY ?= python3
 VENV ?= .venv
@@ -9,6 +9,9 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 PYTEST_ARGS ?= -q
+# the suite runs in TEST_WORKERS pytest-xdist processes (2: one per core of this project's machines; 0 = in one
+# process; auto = one per core, each building its own tiny benchmark), each with one torch thread (OMP_NUM_THREADS)
+TEST_WORKERS ?= 2
 
 # INSTALLER=uv (default): uv downloads and installs in parallel, about 3x faster than pip on a fresh venv (the
 # largest part of a first `make run`); it reads no pip.conf, so behind a private index use INSTALLER=pip. If uv
@@ -83,11 +86,12 @@ setup: $(VENV)/.installed wordnet imagemagick chromium
 run: setup
 	$(VENV)/bin/python -m tta.run $(ARGS)
 
+# --dist loadscope keeps a test module on one worker, so its module-scoped fixtures (a sweep, a built run) run once
 test: setup
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # the developer loop: tests marked fast by tests/conftest.py (one torch thread: the tiny models run fastest so)
 test-fast: setup
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -m fast $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -m fast -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 .PHONY: setup run test test-fast wordnet imagemagick chromium

@@ -109,21 +109,21 @@ def _spawning_helpers(module) -> frozenset[str]:
     return frozenset(found)
 
 
+@functools.cache  # per function: the parametrized tests and the shared fixtures would read their sources again
+def _spawns(func) -> bool:
+    src = _source(func)
+    if _SUBPROCESS.search(src):
+        return True
+    module = inspect.getmodule(func)
+    return module is not None and any(re.search(rf"\b{re.escape(h)}\b", src) for h in _spawning_helpers(module))
+
+
 def _starts_subprocess(item: pytest.Item) -> bool:
     funcs = [getattr(item, "function", None)]
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info is not None else ()):
         funcs.extend(d.func for d in defs)
-    for func in funcs:
-        if func is None:
-            continue
-        src = _source(func)
-        if _SUBPROCESS.search(src):
-            return True
-        module = inspect.getmodule(func)
-        if module is not None and any(re.search(rf"\b{re.escape(h)}\b", src) for h in _spawning_helpers(module)):
-            return True
-    return False
+    return any(_spawns(func) for func in funcs if func is not None)
 
 
 def tier_reasons(item: pytest.Item) -> list[str]:
