@@ -22,7 +22,7 @@ from tta.report import build_report
 from tta.report import main as report_main
 from tta.run import run
 from tta.utils.config import compose
-from tta.utils.sweep import job_dirname
+from tta.utils.sweep import job_dirname, sweep_choice_error
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = ("source", "tent", "hsm")
@@ -110,6 +110,37 @@ def test_rerunning_a_sweep_skips_complete_jobs_and_failures_do_not_lose_results(
     assert "FAILED" in bad.stdout + bad.stderr
     rep = build_report(bad_dir, tmp_path / "bad-report")
     assert len(rep["failures"]) == 1 and "Failed jobs" in rep["html"].read_text()
+    # a misspelt choice in the sweep ends it before its first job, with one line
+    typo = _multirun(tiny_cache, tmp_path / "typo", "adapter=source,sorce", "shift=gaussian", launcher="local")
+    assert typo.returncode == 2, typo.stderr[-3000:]
+    assert typo.stderr.startswith("error: the sweep's adapter= has 'sorce', not a config of 'adapter'; its options")
+    assert not list((tmp_path / "typo").rglob("*.json")) and "Traceback" not in typo.stderr
+
+
+def test_a_misspelt_choice_anywhere_in_a_sweep_is_found_before_the_first_job():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import open_dict
+
+    from tta.utils.config import CONF_DIR
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose("run", ["experiment=seeds"], return_hydra_config=True)
+        assert sweep_choice_error(cfg) is None
+        with open_dict(cfg):
+            cfg.hydra.sweeper.params.adapter = "source,hatvrt,hatvrt_gate"  # an experiment's own sweep
+            assert sweep_choice_error(cfg) == (
+                "the sweep's adapter= has 'hatvrt', 'hatvrt_gate', not a config of 'adapter'; its options are: dsl, "
+                "eata, hatvtr, hatvtr_gate, hatvtr_hubloss, hsm, noregret, qbnorm, read, sar, source, tcr, tent")
+            cfg.hydra.sweeper.params.adapter = "source,hatvtr"
+            cfg.hydra.overrides.task = ["shift@gallery_shift=clean,gausian"]  # the command line's, a packaged group
+            assert sweep_choice_error(cfg).startswith("the sweep's shift@gallery_shift= has 'gausian', not a config "
+                                                      "of 'shift'; its options are: active, ")
+            cfg.hydra.overrides.task = ["adapter.lr=0.1,0.2", "logger=[csv],[csv,wandb]", "shift=glob(gauss*)",
+                                        "hydra/launcher=basic,local", "debug=tiny"]  # keys, lists, globs: all valid
+            assert sweep_choice_error(cfg) is None
+            cfg.hydra.overrides.task = ["logger=[csv],[csv,wandbb]"]
+            assert sweep_choice_error(cfg).startswith("the sweep's logger= has 'wandbb', not a config of 'logger'")
 
 
 def test_job_dirnames_are_stable_short_and_unique():

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 import tempfile
 import traceback
 from pathlib import Path
@@ -26,6 +24,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from tta.utils.cli import exit_with_line, full_error
 from tta.utils.signals import RunInterrupted
 
 log = logging.getLogger("tta.sweep")
@@ -70,18 +69,50 @@ class CheckOutputDir(Callback):
         _check_writable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
 
 
+class CheckSweepChoices(Callback):
+    """A misspelt config-group choice anywhere in a sweep (``-m adapter=tent,tnet``, or in an experiment's
+    ``hydra.sweeper.params``): one line and exit code 2 before the first job runs. Hydra composes each job only when
+    it launches it, so the typo would otherwise end the sweep after every job before it had run."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        line = sweep_choice_error(config)
+        if line is not None:
+            if full_error():
+                raise ValueError(line)
+            exit_with_line(line, to_log=False)
+
+
+def sweep_choice_error(config: DictConfig) -> str | None:
+    """The first swept value of a config group that names no config of it (None: all do). Call it while Hydra is
+    initialised (a callback of the sweep, or inside ``initialize_config_dir``)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    loader = GlobalHydra.instance().config_loader()
+    params = config.hydra.sweeper.get("params") or {}
+    lines = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
+    for override in OverridesParser.create(config_loader=loader).parse_overrides(lines):
+        options = loader.get_group_options(override.key_or_group) if override.is_sweep_override() else []
+        if not options:  # a plain key, or a single choice (composed, so checked, when the sweep started)
+            continue
+        values = [v for raw in override.sweep_iterator() for v in (raw if isinstance(raw, list) else [raw])]
+        wrong = [str(v) for v in values if v is not None and str(v) not in options]
+        if wrong:
+            return (f"the sweep's {override.get_key_element()}= has {', '.join(map(repr, wrong))}, not a config of "
+                    f"'{override.key_or_group}'; its options are: {', '.join(options)}")
+    return None
+
+
 def _check_writable(path: Path, key: str) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as e:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        if full_error():
             raise
-        reason = e.strerror or type(e).__name__
-        print(f"error: the output directory {path} is not writable ({reason}); choose another {key}=...",
-              file=sys.stderr)
-        sys.exit(2)
+        exit_with_line(f"the output directory {path} is not writable ({e.strerror or type(e).__name__}); "
+                       f"choose another {key}=...", to_log=False)
 
 
 def write_error(job_dir: Path, err: BaseException | None) -> None:
