@@ -81,13 +81,14 @@ chromium:
 		echo "  sudo apt-get install -y chromium"; \
 	fi
 
-setup: $(VENV)/.installed wordnet imagemagick chromium
+# what runs need; Chromium serves only the report's browser test, so only `make test` installs it
+setup: $(VENV)/.installed wordnet imagemagick
 
 run: setup
 	$(VENV)/bin/python -m tta.run $(ARGS)
 
 # --dist loadscope keeps a test module on one worker, so its module-scoped fixtures (a sweep, a built run) run once
-test: setup
+test: setup chromium
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # the developer loop: tests marked fast by tests/conftest.py (one torch thread: the tiny models run fastest so)
