@@ -1,8 +1,11 @@
-"""Sweep bookkeeping (Hydra callback ``hydra.callbacks.sweep_lines``): one line per finished job, failures kept.
+"""Sweep bookkeeping (the Hydra callbacks of ``conf/run.yaml``): checks before the first job, one line per
+finished job, failures kept.
 
 Hydra's launchers run every job of a sweep even when one fails and raise the first failure at the end, so no
-result is lost; this callback adds what a person following a sweep needs:
+result is lost; these callbacks add what a person following a sweep needs:
 
+* before the first job: an output directory that cannot be written, or a swept choice that names no config, ends
+  the sweep with one line and exit code 2;
 * one log line per finished job (``OK``/``FAILED``, the swept choices, R@1 and skewness, time), printed by the
   process that ran the job (the terminal for the local launcher, the job's log for submitit);
 * ``error.txt`` with the traceback in a failed job's directory, so ``tta.report`` can list the failures and a
