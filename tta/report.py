@@ -324,6 +324,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.sources:
             ap.error("give a sweep directory or row files (or --pages)")
+        missing = [s for s in args.sources if not Path(s).exists()]
+        if missing:
+            raise FileNotFoundError(f"{', '.join(missing)}: no such sweep directory or row file; give the "
+                                    f"hydra.sweep.dir of a sweep, a run directory or a .jsonl row file")
         layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
         if layout == "paper":
             if args.resamples < 1:

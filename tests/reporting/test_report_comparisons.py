@@ -253,3 +253,13 @@ def test_continual_streams_split_into_shifts_with_their_own_intervals(tmp_path):
         assert not missing and marks == {1: "tie", 5: "better"}
         [diff5] = [c.diff for k, c in comps.items() if k[8] == 5]
         assert diff5 == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("layout", [[], ["--layout", "pivot"]])
+def test_a_source_that_does_not_exist_is_named_in_one_line(sweep, tmp_path, capsys, layout):
+    missing = tmp_path / "sweeps" / "2026-11-27_typo"
+    assert report_main([str(sweep), str(missing), "--out", str(tmp_path / "x"), *layout]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tta.report: {missing}: no such sweep directory or row file; give the hydra.sweep.dir of a "
+                   f"sweep, a run directory or a .jsonl row file"]
+    assert not (tmp_path / "x").exists()
