@@ -547,7 +547,7 @@ def test_cli_errors_are_one_clear_message(tmp_path):
     # an override it cannot parse): one line and exit code 2 as well, before any run starts
     cases = {"adapter=hatvrt": "error: In 'run': Could not find 'adapter/hatvrt'; the options in 'adapter' are: dsl, ",
              "experiment=paper-tabel1": "Could not find 'experiment/paper-tabel1'; the options in 'experiment' are: ",
-             "adapter.lrr=0.1": "error: Could not override 'adapter.lrr'. To append to your config use +adapter.lrr=0.1.",
+             "seeed=3": "error: the config has no key 'seeed'; did you mean seed? its keys are: model, data, ",
              "shift.severity=[1": "error: cannot parse the override 'shift.severity=[1': no viable alternative at"}
     for override, message in cases.items():
         out = subprocess.run([*base, override], capture_output=True, text=True, cwd=ROOT, timeout=300)

@@ -23,8 +23,17 @@ def _error_of(overrides: list[str]) -> Exception:
                          "hatvtr_gate, hatvtr_hubloss, hsm, noregret, qbnorm, read, sar, source, tcr, tent"),
     (["hydra/launcher=slrum"], "In 'hydra/config': Could not find 'hydra/launcher/slrum'; the options in "
                                "'hydra/launcher' are: basic, local, slurm, submitit_local, submitit_slurm"),
-    (["adapter.lrr=0.1"], "Could not override 'adapter.lrr'. To append to your config use +adapter.lrr=0.1. "
-                          "Key 'lrr' is not in struct."),
+    (["adapter=tent", "adapter.lr=0.1"], "'adapter' has no key 'lr'; did you mean adapter.method.lr? its keys are: "
+                                         "method, name (+adapter.lr=0.1 adds a new key, which only code of your own "
+                                         "reads)"),
+    (["adapter=tent", "adapter.method.lrr=0.1"], "'adapter.method' has no key 'lrr'; did you mean adapter.method.lr? "
+                                                 "its keys are: reset_policy, steps, lr, weight_decay, betas, "
+                                                 "predict_with, temperature, preset, legacy_shared_forward "
+                                                 "(+adapter.method.lrr=0.1 adds a new key, which only code of your own "
+                                                 "reads)"),
+    (["hubness.kk=3"], "'hubness' has no key 'kk'; its keys are: k (+hubness.kk=3 adds a new key, which only code of "
+                       "your own reads)"),
+    (["+adapter=tent"], "Multiple values for adapter. To override a value use 'override adapter: tent'."),
     (["shift.severity=[1"], "cannot parse the override 'shift.severity=[1': no viable alternative at input '[1' "
                             "(the grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)"),
     (["~nokey"], "Could not delete from config. 'nokey' does not exist."),
@@ -39,6 +48,29 @@ def test_optional_groups_refuse_a_misspelt_choice():
         line = hydra_error_line(_error_of([f"{group}=nosuch"]))
         assert line.startswith(f"In 'run': Could not find '{group}/nosuch'; the options in '{group}' are: "), line
     assert compose("run", ["experiment=seeds", "debug=tiny"]).data.synth.n_test == 40  # a right one still applies
+
+
+def test_a_target_that_refuses_its_options_is_one_line_with_its_key():
+    """An option typo below a ``_target_`` (``+adapter.method.lrr=0.1``) surfaces when the run instantiates it."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from tta.utils.cli import user_error_line
+
+    cfg = OmegaConf.create({"shift": {"options": {"_target_": "builtins.int", "_args_": ["five"]}}})
+    with pytest.raises(InstantiationException) as refused:  # the target's ValueError: the user's value
+        instantiate(cfg.shift.options)
+    assert user_error_line(refused.value) == "invalid literal for int() with base 10: 'five' (shift.options)"
+    cfg = OmegaConf.create({"adapter": {"method": {"_target_": "tta.adapters.tent.TentAdapter", "lrr": 0.1}}})
+    with pytest.raises(InstantiationException) as typo:
+        instantiate(cfg.adapter.method)
+    line = user_error_line(typo.value)
+    assert line.startswith("adapter.method: ") and "unexpected keyword argument 'lrr'" in line, line
+    cfg = OmegaConf.create({"x": {"_target_": "builtins.int", "_args_": [[1]]}})  # a bug in the target: traceback
+    with pytest.raises(InstantiationException) as bug:
+        instantiate(cfg.x)
+    assert user_error_line(bug.value) is None
 
 
 def test_other_errors_are_not_hydras():

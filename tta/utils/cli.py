@@ -36,6 +36,10 @@ def user_error_line(e: BaseException) -> str | None:
     if isinstance(e, ModuleNotFoundError) and e.name:
         return (f"the optional dependency {e.name!r} is not installed ({e}); install it (pip install {e.name}, or "
                 f"the tta extra that lists it) or choose an option that does not need it")
+    from hydra.errors import InstantiationException
+
+    if isinstance(e, InstantiationException) and e.__cause__ is not None:
+        return _instantiation_line(e)
     # a video that cannot be decoded is the user's file; its class is looked up only where video code was loaded
     video = sys.modules.get("tta.media.video")
     if isinstance(e, USER_ERRORS) or (video is not None and isinstance(e, video.VideoDecodeError)):
@@ -51,6 +55,20 @@ def user_error_line(e: BaseException) -> str | None:
                 errno.ENOTDIR: "a file is in the way of the directory{where}: choose another path"}
         return what.get(e.errno, f"{e.strerror or e} ({where.strip() or 'no file named'})").format(where=where).strip()
     return None
+
+
+def _instantiation_line(e: BaseException) -> str | None:
+    """A ``_target_`` built from the config refused its options: the target's own reason and the config key.
+    An unexpected keyword is an option the class does not take (``+adapter.method.lrr=0.1``)."""
+    import re
+
+    cause = e.__cause__
+    found = re.search(r"full_key: (\S+)", str(e))
+    key = found.group(1) if found else "the config"
+    if isinstance(cause, TypeError) and "unexpected keyword argument" in str(cause):
+        return f"{key}: {cause}; check the option's spelling (python -m tta.run --cfg job prints the config)"
+    line = user_error_line(cause)
+    return None if line is None else f"{line} ({key})"
 
 
 def exit_with_line(line: str, to_log: bool = True) -> NoReturn:
@@ -86,12 +104,47 @@ def hydra_error_line(e: BaseException) -> str | None:
     if isinstance(e, OverrideParseException):
         grammar = "https://hydra.cc/docs/advanced/override_grammar/basic/"
         return f"cannot parse the override {e.override!r}: {str(e).splitlines()[0]} (the grammar: {grammar})"
+    if isinstance(e, ConfigCompositionException) and (line := _missing_key_line(e)) is not None:
+        return line
     if isinstance(e, ConfigCompositionException | SearchPathException):
         parts = [line.strip() for line in str(e).splitlines() if line.strip()]
         if e.__cause__ is not None:  # OmegaConf's reason, without its full_key/object_type detail lines
             parts.append(str(e.__cause__).splitlines()[0].strip())
         return " ".join(p if p.endswith((".", ":")) else p + "." for p in parts)
     return None
+
+
+def _missing_key_line(e: BaseException) -> str | None:
+    """``adapter.lrr=0.1``: the node's real keys and the closest one. Hydra's own hint (``+adapter.lrr=0.1``) adds
+    a key nothing reads, so it comes last."""
+    import difflib
+
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    cause = e.__cause__
+    node = getattr(cause, "parent_node", None)
+    if not isinstance(cause, ConfigAttributeError | ConfigKeyError) or node is None or cause.key is None:
+        return None
+    key, parent = str(cause.key), str(cause.full_key).rpartition(".")[0]
+    keys = [str(k) for k in node.keys() if not str(k).startswith("_") and k != "hydra"]
+    prefix = parent + "." if parent else ""
+    close = [prefix + k for k in difflib.get_close_matches(key, keys, n=1, cutoff=0.7)]
+    close += [f"{prefix}{k}.{key}" for k in keys if key in _keys_of(node, k)]  # adapter.lr -> adapter.method.lr
+    mean = f"did you mean {' or '.join(close)}? " if close else ""
+    plus = next((w.rstrip(".") for w in str(e).split() if w.startswith("+")), None)
+    add = f" ({plus} adds a new key, which only code of your own reads)" if plus else ""
+    return f"{f'{parent!r}' if parent else 'the config'} has no key {key!r}; {mean}its keys are: {', '.join(keys)}{add}"
+
+
+def _keys_of(node, key: str) -> set[str]:
+    """The keys of ``node[key]`` where it is a mapping (empty otherwise, or where it does not resolve)."""
+    from omegaconf import DictConfig
+
+    try:
+        child = node._get_node(key)
+    except Exception:  # noqa: BLE001 - a hint, never a second error
+        return set()
+    return {str(k) for k in child.keys()} if isinstance(child, DictConfig) else set()
 
 
 def hydra_cli(main: Callable[[], object]) -> None:
