@@ -70,6 +70,8 @@ def test_shipped_compositions_pass(adapter):
     ("shift.severity=true", "invalid value shift.severity=True: expected an integer >= 0"),
     ("hubness.k=50 data.subset=20", "invalid configuration: hubness.k=50 must be smaller than the gallery size "
                                     "(data.subset=20); use a larger data.subset or hubness.k <= 19"),
+    ("+adapter.steps=3", "invalid configuration: adapter.steps is read by nothing: an adapter's options are under "
+                         "adapter.method (adapter.method.steps=...;"),
 ])
 def test_invalid_values_are_refused_with_one_line(override, message):
     with pytest.raises(ConfigValueError) as err:

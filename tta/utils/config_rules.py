@@ -305,8 +305,18 @@ def _text_pool(cfg: dict) -> str | None:
     return None
 
 
+def _adapter_keys(cfg: dict) -> str | None:
+    """An adapter config is its ``name`` and its ``method``; a key beside them (``+adapter.steps=3``) is read by
+    nothing, so the run would silently ignore it."""
+    extra = sorted(set(cfg.get("adapter") or {}) - {"name", "method"})
+    if extra:
+        return (f"adapter.{extra[0]} is read by nothing: an adapter's options are under adapter.method "
+                f"(adapter.method.{extra[0]}=...; python -m tta.run adapter=<name> --cfg job lists them)")
+    return None
+
+
 RELATIONS: tuple[Callable[[dict], str | None], ...] = (_hubness_k_below_gallery, _events_range, _text_trunk_training,
-                                                      _comp_chain, _text_pool)
+                                                      _comp_chain, _text_pool, _adapter_keys)
 
 
 def validate_config(cfg: Any) -> None:
