@@ -298,5 +298,10 @@ def main(cfg: DictConfig) -> None:
     log.info("results written to %s", Path(run_dir) / "results.json")
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``python -m tta.run`` and the installed ``tta-run`` script: Hydra's own errors as one line too."""
     hydra_cli(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -427,5 +427,10 @@ def main(cfg: DictConfig) -> None:
         exit_on_user_error(e)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``python -m tta.train`` and the installed ``tta-train`` script: Hydra's own errors as one line too."""
     hydra_cli(main)
+
+
+if __name__ == "__main__":
+    cli()
