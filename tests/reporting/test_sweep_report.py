@@ -132,12 +132,15 @@ def test_a_misspelt_choice_anywhere_in_a_sweep_is_found_before_the_first_job():
             assert sweep_choice_error(cfg) == (
                 "the sweep's adapter= has 'hatvrt', 'hatvrt_gate', not a config of 'adapter'; its options are: dsl, "
                 "eata, hatvtr, hatvtr_gate, hatvtr_hubloss, hsm, noregret, qbnorm, read, sar, source, tcr, tent")
+            cfg.hydra.sweeper.params.adapter = "hatvrt"  # one value of the params: applied per job, checked too
+            assert sweep_choice_error(cfg).startswith("the sweep's adapter= has 'hatvrt', not a config of 'adapter'")
             cfg.hydra.sweeper.params.adapter = "source,hatvtr"
             cfg.hydra.overrides.task = ["shift@gallery_shift=clean,gausian"]  # the command line's, a packaged group
             assert sweep_choice_error(cfg).startswith("the sweep's shift@gallery_shift= has 'gausian', not a config "
                                                       "of 'shift'; its options are: active, ")
             cfg.hydra.overrides.task = ["adapter.lr=0.1,0.2", "logger=[csv],[csv,wandb]", "shift=glob(gauss*)",
-                                        "hydra/launcher=basic,local", "debug=tiny"]  # keys, lists, globs: all valid
+                                        "hydra/launcher=basic,local", "debug=tiny", "logger=[csv,wandb]",
+                                        "~tags"]  # keys, lists, globs, deletions: all valid
             assert sweep_choice_error(cfg) is None
             cfg.hydra.overrides.task = ["logger=[csv],[csv,wandbb]"]
             assert sweep_choice_error(cfg).startswith("the sweep's logger= has 'wandbb', not a config of 'logger'")

@@ -86,7 +86,7 @@ class CheckSweepChoices(Callback):
 
 
 def sweep_choice_error(config: DictConfig) -> str | None:
-    """The first swept value of a config group that names no config of it (None: all do). Call it while Hydra is
+    """The first value of a config group in a sweep that names no config of it (None: all do). Call it while Hydra is
     initialised (a callback of the sweep, or inside ``initialize_config_dir``)."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -95,10 +95,12 @@ def sweep_choice_error(config: DictConfig) -> str | None:
     params = config.hydra.sweeper.get("params") or {}
     lines = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
     for override in OverridesParser.create(config_loader=loader).parse_overrides(lines):
-        options = loader.get_group_options(override.key_or_group) if override.is_sweep_override() else []
-        if not options:  # a plain key, or a single choice (composed, so checked, when the sweep started)
+        options = loader.get_group_options(override.key_or_group)
+        if not options or override.is_delete():  # a plain key
             continue
-        values = [v for raw in override.sweep_iterator() for v in (raw if isinstance(raw, list) else [raw])]
+        # single values too: those of hydra.sweeper.params are applied per job, like the swept ones
+        raws = override.sweep_iterator() if override.is_sweep_override() else [override.value()]
+        values = [v for raw in raws for v in (raw if isinstance(raw, list) else [raw])]
         wrong = [str(v) for v in values if v is not None and str(v) not in options]
         if wrong:
             return (f"the sweep's {override.get_key_element()}= has {', '.join(map(repr, wrong))}, not a config of "
