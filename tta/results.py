@@ -417,7 +417,8 @@ def code_revision() -> dict[str, Any] | None:
 def provenance(cfg: DictConfig | None = None, started: float | None = None) -> dict[str, Any]:
     """Where and how a run was computed (results.json ``provenance``, every logger): the code's git revision when
     the run started (:func:`code_revision`; absent outside a checkout), package versions, video decoder, device,
-    precision, threads, host, command line, start and end time (UTC ISO; end = now)."""
+    precision, threads, host, command line, start and end time (UTC ISO; end = now), and for a run's config the
+    loader workers and the video shifts' device that ``auto`` resolved to."""
     import datetime
     import shlex
     import socket
@@ -437,6 +438,12 @@ def provenance(cfg: DictConfig | None = None, started: float | None = None) -> d
                            "started": iso(started if started is not None else time.time()), "finished": iso(time.time())}
     if out["git"] is None:
         del out["git"]
+    if cfg is not None and "loader_workers" in cfg:  # what `auto` became on this machine
+        from tta.data.module import loader_workers
+        from tta.shifts import shift_device
+
+        out["loader_workers"] = loader_workers(cfg)
+        out["shift_device"] = str(shift_device(cfg, out["loader_workers"]))
     return out
 
 

@@ -71,8 +71,6 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     with claim_run_dir(run_dir), StopSignals() as stop:
         try:
             record = run_stages(cfg, run_dir, stop, t_start)
-        except RunInterrupted:
-            raise
         except Exception as e:  # the traceback stays with the run (tta.report lists it); resume.pt stays too
             write_error(run_dir, e)
             raise
@@ -286,8 +284,10 @@ def main(cfg: DictConfig) -> None:
     try:
         results = run(cfg, run_dir)
     except RunInterrupted as e:  # the state is saved: exit "interrupted, resumable" (or requeue under submitit)
-        if multirun:
-            raise  # the sweep callback records it and ends the sweep the same way
+        if multirun:  # a BaseException: Hydra does not hand it to the sweep's callbacks
+            from tta.utils.sweep import end_interrupted_job
+
+            end_interrupted_job(Path(run_dir), e, hc.job)
         log.warning("%s", e)
         e.exit()
     except Exception as e:

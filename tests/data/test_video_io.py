@@ -336,3 +336,43 @@ def test_whole_video_of_a_truncated_file_falls_back_to_pyav(tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "av", None)
     with pytest.raises(VideoDecodeError, match="PyAV is not installed"):
         read_all_frames(trunc)
+
+
+class _InterruptedContainer:
+    """A PyAV container whose decoding is interrupted (as by the run's SIGTERM handler) at the third frame."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __enter__(self):
+        self.real.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.real.__exit__(*exc)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def decode(self, stream):
+        import signal
+
+        from tta.utils.signals import RunInterrupted
+
+        for i, frame in enumerate(self.real.decode(stream)):
+            if i == 2:
+                raise RunInterrupted(signal.SIGTERM)
+            yield frame
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_stop_signal_during_decoding_is_not_taken_for_a_truncated_file(monkeypatch, caplog, whole):
+    """The interrupt ends the run; it is never a "truncated file" whose clamped frames a cache would keep."""
+    from tta.media.video import read_all_frames
+    from tta.utils.signals import RunInterrupted
+
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: _InterruptedContainer(real_open(*a, **k)))
+    with pytest.raises(RunInterrupted):
+        read_all_frames(BIKES, backend="pyav") if whole else read_frames(BIKES, num_frames=12, backend="pyav")
+    assert "decod" not in caplog.text

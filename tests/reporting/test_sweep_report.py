@@ -337,3 +337,29 @@ def test_multi_caption_runs_are_never_averaged_with_one_to_one_runs(tmp_path):
     got = dict(zip(df["data"], df["R@1"], strict=True))
     assert got == {"msvd": 40.0, "msvd (multi-caption)": 30.0}
     assert sorted(df["protocol"]) == ["multi_caption", "one_to_one"]
+
+
+def test_a_stop_signal_in_a_sweep_job_ends_the_sweep_with_75_and_an_error_file(tmp_path, monkeypatch):
+    """The interrupt is a BaseException, which Hydra does not hand to the sweep's callbacks: the job's process
+    writes its error.txt and ends the sweep (exit code 75); the next job does not start, and a re-run resumes."""
+    import signal
+
+    import tta.run
+    from tta.utils.signals import RunInterrupted
+
+    started = []
+
+    def interrupted(cfg, run_dir):
+        started.append(Path(run_dir).name)
+        raise RunInterrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(tta.run, "run", interrupted)
+    monkeypatch.setattr(sys, "argv", ["tta.run", "-m", "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path}",
+                                      "adapter=source,tent"])
+    with pytest.raises(SystemExit) as info:
+        tta.run.cli()
+    assert info.value.code == 75
+    assert started == ["adapter=source"]
+    error = (tmp_path / "adapter=source" / "error.txt").read_text()
+    assert "RunInterrupted: interrupted by SIGTERM before the query stream" in error
+    assert not (tmp_path / "adapter=tent").exists()

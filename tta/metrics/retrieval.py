@@ -214,10 +214,12 @@ def ranks_with_failures(sims: torch.Tensor, gt: torch.Tensor, finite: torch.Tens
         (Q,) long tensor of ranks on ``sims.device``.
     """
     ranks = torch.full((sims.shape[0],), sims.shape[1], dtype=torch.long, device=sims.device)
+    # the rows may be on the GPU while the ground truth stays with a CPU accumulator
+    finite, gt = finite.to(sims.device), gt.to(sims.device)
     if bool(finite.all()):  # no copy of the rows
-        ok, want = sims, gt.to(sims.device)
+        ok, want = sims, gt
     elif bool(finite.any()):
-        ok, want = sims[finite], gt[finite].to(sims.device)
+        ok, want = sims[finite], gt[finite]
     else:
         return ranks
     if gallery_class is None and ok.shape[0] <= _ROWWISE_MAX:

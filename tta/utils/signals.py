@@ -25,9 +25,13 @@ log = logging.getLogger("tta.run")
 EXIT_INTERRUPTED = 75
 
 
-class RunInterrupted(Exception):
+class RunInterrupted(BaseException):
     """The run stopped on a signal; ``resume.pt`` (when ``file`` is set) holds the state after ``position``
-    batches, and re-running the same command continues from there."""
+    batches, and re-running the same command continues from there.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: raised by the handler wherever the main thread happens to be, it
+    must pass the ``except Exception`` of a decoder that treats any error as a truncated file (which would cache
+    clamped frames), of a screen that marks a video unusable, or of Hydra, which would record it as a failed job."""
 
     def __init__(self, signum: int, position: int | None = None, file: os.PathLike | None = None,
                  requeue: Callable[[int, FrameType | None], Any] | None = None):

@@ -11,7 +11,8 @@ result is lost; these callbacks add what a person following a sweep needs:
 * ``error.txt`` with the traceback in a failed job's directory, so ``tta.report`` can list the failures and a
   re-run of the sweep (same ``hydra.sweep.dir``) repeats exactly the jobs without a complete ``results.json``;
 * a job interrupted by a signal (tta/utils/signals.py) ends the sweep with exit code 75, or requeues it under
-  submitit; its ``resume.pt`` makes the re-run continue it.
+  submitit; its ``resume.pt`` makes the re-run continue it. The interrupt is a ``BaseException``, which Hydra does
+  not hand to these callbacks, so the job's own process reports it (:func:`end_interrupted_job`).
 """
 
 from __future__ import annotations
@@ -54,9 +55,6 @@ class SweepLines(Callback):
             return
         err = job_return._return_value  # the exception (reading .return_value would raise it)
         write_error(job_dir, err)
-        if isinstance(err, RunInterrupted):  # the sweep stops here too; re-running it resumes this job
-            log.warning("job %s INTERRUPTED  %s  |  %s", num, name, err)
-            err.exit()
         log.error("job %s FAILED  %s  |  %s: %s (traceback in %s)", num, name, type(err).__name__, err,
                   job_dir / "error.txt")
 
@@ -118,6 +116,16 @@ def _check_writable(path: Path, key: str) -> None:
             raise
         exit_with_line(f"the output directory {path} is not writable ({e.strerror or type(e).__name__}); "
                        f"choose another {key}=...", to_log=False)
+
+
+def end_interrupted_job(job_dir: Path, err: RunInterrupted, job: DictConfig) -> None:
+    """A sweep's job stopped by a signal: ``error.txt``, its line, then the sweep ends with exit code 75 (or the
+    job is requeued under submitit); re-running the sweep resumes this job from its ``resume.pt``. ``job``: the
+    job's ``hydra.job`` node."""
+    write_error(job_dir, err)
+    log.warning("job %s INTERRUPTED  %s  |  %s", job.get("num", "?"), job.get("override_dirname") or job_dir.name,
+                err)
+    err.exit()
 
 
 def write_error(job_dir: Path, err: BaseException | None) -> None:
