@@ -92,7 +92,15 @@ def run_arm(out: Path, tag: str, overrides: list[str]) -> dict:
     if code != 0:
         sys.exit(f"error: {' '.join(cmd[1:])} failed (exit {code}); its log: {out / f'{tag}.log'}")
     res = json.loads((out / tag / "results.json").read_text())
-    return {"ms": float(res["time_s"]["per_query_ms"]), "r1": float(res["retrieval"]["R@1"])}
+    prov = res.get("provenance", {})
+    return {"ms": float(res["time_s"]["per_query_ms"]), "r1": float(res["retrieval"]["R@1"]),
+            "workers": prov.get("loader_workers"), "shift_device": prov.get("shift_device")}
+
+
+def where_perturbed(rows: list[dict]) -> str:
+    """Where the shifted arms perturbed, from their results' provenance: the share depends on it."""
+    seen = sorted({(r.get("workers"), r.get("shift_device")) for r in rows if r["arm"] != "clean"}, key=str)
+    return "; ".join(f"{w if w is not None else '?'} loader worker(s), shift device {d or '?'}" for w, d in seen)
 
 
 def measure(adapters: list[str], shift: str, severity: int, rounds: int, common: list[str], out: Path,
@@ -142,7 +150,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"\n`python benchmarks/stream_share.py {' '.join(argv if argv is not None else sys.argv[1:])}` at commit "
           f"{commit()}, {started:%Y-%m-%d %H:%M}-{ended:%H:%M} UTC; {os.cpu_count()} cores, load average "
           f"{load:.2f} at the start and {os.getloadavg()[0]:.2f} at the end; tta.run {' '.join(common)}; shift "
-          f"{args.shift} severity {args.severity}; ms/query: mean (each round)\n")
+          f"{args.shift} severity {args.severity} ({where_perturbed(rows)}); ms/query: mean (each round)\n")
     print(markdown(summary))
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary, "common": common}, indent=1))

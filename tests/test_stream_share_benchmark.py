@@ -50,3 +50,12 @@ def test_a_shift_without_a_store_has_two_arms_and_a_changed_score_is_flagged(tmp
     rows.append({"round": 1, "adapter": "source", "arm": "off", "ms": 40.0, "r1": 51.0})
     (summary,) = stream_share.summarise(rows)
     assert not summary["same_scores"] and "**no**" in stream_share.markdown([summary])
+
+
+def test_the_table_says_where_the_shifted_arms_perturbed(tmp_path):
+    rows = stream_share.measure(["source"], "motion_blur", 5, 1, [], tmp_path, fake_run([]))
+    assert stream_share.where_perturbed(rows) == "? loader worker(s), shift device ?"  # a run without provenance
+    for r in rows:
+        r.update(workers=0 if r["arm"] == "fill" else 4, shift_device="cuda:0" if r["arm"] == "fill" else "cpu")
+    assert stream_share.where_perturbed(rows) == ("0 loader worker(s), shift device cuda:0; "
+                                                  "4 loader worker(s), shift device cpu")

@@ -120,6 +120,8 @@ class FrameCache:
         if self.root is None:
             return
         missing = [p for p in paths if not (self.root / f"{self.key(p)}.npy").exists()]
+        if not missing:  # a warm cache: no "0 items" progress lines
+            return
         if workers > 0 and len(missing) > 1:
             from torch.utils.data import DataLoader
 
