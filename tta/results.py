@@ -46,6 +46,8 @@ NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", 
 def identity_keys(config: dict) -> dict:
     """``config`` (a resolved run config) without the :data:`NOT_IDENTITY` keys."""
     out = dict(config)
+    if out.get("matmul_precision", "highest") == "highest":  # full float32 names the same run as a config
+        out.pop("matmul_precision", None)                    # written before the key existed
     for key in NOT_IDENTITY:
         group, _, name = key.partition(".")
         if not name:
@@ -433,7 +435,8 @@ def provenance(cfg: DictConfig | None = None, started: float | None = None) -> d
 
     out: dict[str, Any] = {"git": code_revision(), "versions": versions(), "decoder": video_decoder(),
                            "device": device_name(str(trainer.get("accelerator", "auto"))),
-                           "precision": str(trainer.get("precision", "32-true")), "threads": torch.get_num_threads(),
+                           "precision": str(trainer.get("precision", "32-true")),
+                           "matmul_precision": torch.get_float32_matmul_precision(), "threads": torch.get_num_threads(),
                            "host": socket.gethostname(), "command": shlex.join(sys.argv),
                            "started": iso(started if started is not None else time.time()), "finished": iso(time.time())}
     if out["git"] is None:

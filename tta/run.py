@@ -7,6 +7,7 @@ the stream -> scored results written to the run directory (docs/outputs.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -37,6 +38,7 @@ log = logging.getLogger("tta.run")
 # trainer.precision values that keep the weights float32 (none or autocast): the gallery is encoded once in float32
 # and the adapters mix it with query features, so a model cast to half or double precision ("*-true") cannot run
 PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed")
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision
 
 
 def _query_task(shift: str) -> str:
@@ -68,7 +70,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     if cfg.get("skip_complete", False) and (previous := complete_results(run_dir, cfg)) is not None:
         log.info("%s already holds the complete results of this configuration; skipped", run_dir)
         return previous
-    with claim_run_dir(run_dir), StopSignals() as stop:
+    with claim_run_dir(run_dir), StopSignals() as stop, matmul_precision(cfg):
         try:
             record = run_stages(cfg, run_dir, stop, t_start)
         except Exception as e:  # the traceback stays with the run (tta.report lists it); resume.pt stays too
@@ -211,11 +213,30 @@ def stream(cfg: DictConfig, adapter, data: RetrievalDataModule, callbacks: list,
 
 
 def check_precision(cfg: DictConfig) -> None:
-    """Refuse a ``trainer.precision`` the stream cannot run under, before anything is built."""
+    """Refuse a ``trainer.precision`` the stream cannot run under, or an unknown ``matmul_precision``, before
+    anything is built."""
     precision = str(cfg.trainer.get("precision", "32-true"))
     if precision not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
                          f"weights stay float32; use trainer.precision=32-true (the default), bf16-mixed or 16-mixed")
+    matmul = str(cfg.get("matmul_precision", "highest"))
+    if matmul not in MATMUL_PRECISIONS:
+        raise ValueError(f"matmul_precision={matmul} is not one of {', '.join(MATMUL_PRECISIONS)} (float32 matrix "
+                         "products: highest = full float32, high = TF32, medium = bf16)")
+
+
+@contextlib.contextmanager
+def matmul_precision(cfg: DictConfig):
+    """The run's float32 matrix-product precision (``matmul_precision``), the caller's restored afterwards (a
+    process-wide torch setting; an in-process sweep or a test runs one run after another)."""
+    import torch
+
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(str(cfg.get("matmul_precision", "highest")))
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):

@@ -38,3 +38,35 @@ def test_bf16_mixed_runs_on_the_cpu(tiny_cache, tmp_path):
     cfg = compose("run", tiny_overrides(tiny_cache, "adapter=hatvtr", "trainer.precision=bf16-mixed", "data.subset=16"))
     res = run(cfg, tmp_path)
     assert res["num_queries"] == 16 and all(math.isfinite(v) for v in res["retrieval"].values())
+
+
+def test_an_unknown_matmul_precision_stops_before_anything_is_built(tmp_path):
+    cfg = compose("run", [f"paths.cache_dir={tmp_path / 'cache'}", "matmul_precision=tf32"])
+    with pytest.raises(ValueError, match="matmul_precision=tf32 is not one of highest, high, medium"):
+        run(cfg, tmp_path / "run")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_matmul_precision_holds_for_the_run_is_recorded_and_restored(tiny_cache, tmp_path, monkeypatch):
+    """TF32 (``high``) is set while the run computes, recorded in provenance, and the caller's setting comes back;
+    ``highest`` names the same run as a config without the key (results and W&B ids of earlier runs stay valid)."""
+    import torch
+
+    import tta.run
+    from tta.results import identity_keys
+
+    seen = []
+    real = tta.run.run_stages
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_float32_matmul_precision())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tta.run, "run_stages", spy)
+    before = torch.get_float32_matmul_precision()
+    cfg = compose("run", tiny_overrides(tiny_cache, "matmul_precision=high", "data.subset=16"))
+    res = run(cfg, tmp_path)
+    assert seen == ["high"] and res["provenance"]["matmul_precision"] == "high"
+    assert torch.get_float32_matmul_precision() == before
+    plain = {"seed": 1, "matmul_precision": "highest"}
+    assert identity_keys(plain) == {"seed": 1} and identity_keys({**plain, "matmul_precision": "high"}) != {"seed": 1}

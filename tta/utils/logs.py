@@ -8,7 +8,9 @@ import warnings
 
 class _DropAdverts(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return "litlogger" not in record.getMessage()
+        message = record.getMessage()
+        # the tensor-core hint asks for what the run's matmul_precision key already chooses (and records)
+        return "litlogger" not in message and "set_float32_matmul_precision" not in message
 
 
 def quiet_lightning() -> None:
