@@ -79,6 +79,8 @@ class StopAtBoundary(L.Callback):
         self.stop, self.checkpoint = stop, checkpoint
 
     def on_test_start(self, trainer, pl_module) -> None:
+        if self.stop.signum is not None:  # a stop during set-up that a finalizer or C callback swallowed: stop now,
+            raise RunInterrupted(self.stop.signum, requeue=self.stop.requeue)  # not after the first batch
         self.stop.in_stream = True
 
     def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:

@@ -571,3 +571,19 @@ def test_a_killed_runs_orphan_workers_delay_the_next_run_but_do_not_refuse_it(tm
         assert orphan.poll() is not None  # it waited for the orphan instead of refusing
         assert json.loads((tmp_path / RUN_LOCK).read_text())["pid"] == os.getpid()
     orphan.wait()
+
+
+def test_a_stop_swallowed_during_set_up_ends_the_run_before_its_first_batch():
+    """A SIGTERM whose exception was lost (raised inside a finalizer such as decord's ``VideoReader.__del__``,
+    which Python only prints) is still recorded: the stream does not start, so no batch runs after the stop."""
+    from tta.callbacks import StopAtBoundary
+    from tta.utils.signals import RunInterrupted, StopSignals
+
+    stop = StopSignals()
+    boundary = StopAtBoundary(stop, checkpoint=None)
+    boundary.on_test_start(None, None)  # no signal: the stream starts
+    assert stop.in_stream
+    stop.in_stream, stop.signum = False, signal.SIGTERM
+    with pytest.raises(RunInterrupted, match="interrupted by SIGTERM before the query stream"):
+        boundary.on_test_start(None, None)
+    assert not stop.in_stream
