@@ -2,6 +2,7 @@
 #   make run    -> set up .venv if needed, then the default online TTA run on the embedded benchmark
 #   make test   -> set up .venv if needed, then the test suite (both tiers: what CI runs)
 #   make test-fast -> the fast tier only (docs/testing.md): no rendered benchmark, no subprocess, about 90 s
+#   make test-gpu  -> the CUDA tests (skipped elsewhere; CI has no GPU)
 # Extra arguments: make run ARGS="model=xpool adapter=source shift=gaussian shift.severity=5"
 PY ?= python3
 VENV ?= .venv
@@ -95,4 +96,9 @@ test: setup chromium
 test-fast: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -m fast -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-.PHONY: setup run test test-fast wordnet imagemagick chromium
+# the CUDA tier on a GPU machine (docs/testing.md, "On a GPU"): one process, since the tests share the one GPU and
+# each real-path case already runs three whole runs
+test-gpu: setup
+	$(VENV)/bin/python -m pytest -m gpu -p no:xdist -rs $(PYTEST_ARGS)
+
+.PHONY: setup run test test-fast test-gpu wordnet imagemagick chromium
