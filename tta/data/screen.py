@@ -100,6 +100,8 @@ def _decode_problem(frames: FrameCache, path: str, min_frames: int) -> tuple[str
         distinct = len(set(frames.indices(path)))
     except FileNotFoundError as e:
         return "missing_video", str(e)
+    except MemoryError:  # the machine's problem, not the video's: skipping it would change the evaluated set
+        raise
     except Exception as e:  # noqa: BLE001 - any decoder failure makes this one video unusable, not the run
         return "undecodable_video", f"{type(e).__name__}: {e}"
     if distinct < min_frames:
