@@ -77,7 +77,7 @@ def markdown(summary: list[dict]) -> str:
     for s in summary:
         cells = [s["adapter"]]
         cells += [f"{s['mean'][a]:.1f} ({', '.join(f'{v:.1f}' for v in s['ms'][a])})" for a in reported]
-        cells += [f"{100 * s['share'][a]:.0f} %" for a in reported if a != "clean"]
+        cells += [f"{round(100 * s['share'][a]) + 0} %" for a in reported if a != "clean"]  # no "-0 %"
         cells += [f"{s['r1']['clean']:.2f} / {s['r1']['off']:.2f}", "yes" if s["same_scores"] else "**no**"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

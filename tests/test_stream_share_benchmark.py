@@ -59,3 +59,10 @@ def test_the_table_says_where_the_shifted_arms_perturbed(tmp_path):
         r.update(workers=0 if r["arm"] == "fill" else 4, shift_device="cuda:0" if r["arm"] == "fill" else "cpu")
     assert stream_share.where_perturbed(rows) == ("0 loader worker(s), shift device cuda:0; "
                                                   "4 loader worker(s), shift device cpu")
+
+
+def test_a_share_that_rounds_to_zero_prints_without_a_sign(tmp_path):
+    rows = [{"round": 0, "adapter": "source", "arm": arm, "ms": ms, "r1": 50.0}
+            for arm, ms in (("clean", 16.90), ("off", 42.7), ("fill", 43.0), ("warm", 16.89))]
+    (summary,) = stream_share.summarise(rows)
+    assert summary["share"]["warm"] < 0 and "| 60 % | 0 % |" in stream_share.markdown([summary])
