@@ -308,7 +308,7 @@ def main(cfg: DictConfig) -> None:
         if multirun:  # a BaseException: Hydra does not hand it to the sweep's callbacks
             from tta.utils.sweep import end_interrupted_job
 
-            end_interrupted_job(Path(run_dir), e, hc.job)
+            end_interrupted_job(Path(run_dir), e, hc.job)  # ends the process as e.exit() does
         log.warning("%s", e)
         e.exit()
     except Exception as e:

@@ -157,6 +157,7 @@ def job_dirname(override_dirname: str, identity: str = "", max_len: int = 100) -
 
 
 def register_resolvers() -> None:
+    """``${tta_dirname:...}`` of conf/run.yaml: a sweep job's directory name (:func:`job_dirname`)."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("tta_dirname"):
