@@ -113,7 +113,7 @@ def test_glass_shuffle_map_equals_the_sequential_loop(delta, h, w):
 
 
 def test_brightness_is_the_hsv_value_shift():
-    color = pytest.importorskip("skimage.color")
+    color = pytest.importorskip("skimage.color", reason="the HSV reference is scikit-image's: pip install -e '.[dev]'")
     img = textured_clip(t=1, h=20, w=30)
     for severity, c in enumerate((0.1, 0.2, 0.3, 0.4, 0.5), start=1):
         hsv = color.rgb2hsv(img[0].numpy() / 255.0)
