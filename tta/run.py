@@ -8,6 +8,7 @@ the stream -> scored results written to the run directory (docs/outputs.md).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -108,21 +109,19 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
         distances = InputDistances()
         adapt_s = stream(cfg, adapter, data, [*run_callbacks(cfg, run_dir, state, loggers, stop), distances], state,
                          loggers)
-        ctx = StreamContext(cfg, scenario.shifts, data.layout, data.report, data.num_read, data.video_pairs,
-                            scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy,
-                            reference, data.input_change(distances.record()), data.query_filter, scenario.gallery)
+        ctx = StreamContext.of_run(cfg, scenario, data, reference, data.input_change(distances.record()))
         n_scored = len(data.layout.queries) * len(scenario.shifts)
-        results, scored = score_stream(adapter, ctx, time_s={
-            "total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
-            "resumed_at_batch": start_batch})
+        time_s = {"total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
+                  "resumed_at_batch": start_batch}
+        results, scored = score_stream(adapter, ctx, time_s, source_weights=weights)
+        comp = None
         if cfg.comp_probe.enabled:  # the adapted model as the stream left it, beside a fresh source model
             from tta.comp.probe import probe_models
 
-            results.extra["comp"] = probe_models(cfg, cache, {"adapted": adapter.model,
-                                                              "source": scenario.load_model(cfg, cache)})
-        results.extra["source_weights"] = weights
-        results.extra["provenance"] = provenance(cfg, t_start)
-        record = write_run(run_dir, results, scored, adapter.history, cfg)
+            comp = probe_models(cfg, cache, {"adapted": adapter.model, "source": scenario.load_model(cfg, cache)})
+        results = dataclasses.replace(results, comp=comp, provenance=provenance(cfg, t_start))
+        record = write_run(run_dir, results, scored, adapter.history, k_occurrence=bool(cfg.save.k_occurrence),
+                           sims=bool(cfg.save.sims))
         log_results(loggers, record, run_dir, step=len(adapter.history))
         (run_dir / RESUME_FILE).unlink(missing_ok=True)  # the results are complete: nothing left to resume
         status = "finished"

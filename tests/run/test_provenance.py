@@ -1,4 +1,4 @@
-"""results.json ``provenance`` (tta/results.py): the git revision and dirty flag of a checkout, absent outside one."""
+"""results.json ``provenance`` (tta/results/environment.py): the git revision and dirty flag of a checkout, absent outside one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-import tta.results
+import tta.results.environment
 from tta.results import code_revision, git_revision, provenance
 from tta.utils.config import compose
 
@@ -42,11 +42,11 @@ def test_provenance_keys():
 
 def test_a_commit_made_during_a_run_does_not_become_its_revision(monkeypatch):
     revisions = iter([{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": False}])
-    monkeypatch.setattr(tta.results, "git_revision", lambda path=None: next(revisions))
+    monkeypatch.setattr(tta.results.environment, "git_revision", lambda path=None: next(revisions))
     code_revision.cache_clear()
     try:
         assert code_revision()["commit"] == "a" * 40  # the run's start
-        assert tta.results.git_revision()["commit"] == "b" * 40  # someone commits meanwhile
+        assert tta.results.environment.git_revision()["commit"] == "b" * 40  # someone commits meanwhile
         assert code_revision()["commit"] == "a" * 40
     finally:
         code_revision.cache_clear()

@@ -33,7 +33,7 @@ decoded is not a t2v query whose ground truth is missing from the gallery. Skips
 ``"skipped"`` (``n``, ``reasons``, ``items`` with each pair's row ``index`` in the split as read) and ``num_queries`` is what remains; the metrics are over the
 remaining pairs. ``inputs.on_bad=error`` turns every skip into one error that lists them. A row whose scores turn
 out non-finite after adaptation is not a bad input but a failure of the method: it is scored as a miss
-(``failed_rows``, tta/results.py), never skipped.
+(``failed_rows``, tta/results/), never skipped.
 """
 
 from __future__ import annotations
