@@ -196,8 +196,8 @@ def run_stream(method: str, gallery: torch.Tensor, queries: torch.Tensor, batch:
                 break
     seconds = time.perf_counter() - start
     peak = cost_record({})["peak_rss_mb"]
-    rows = adapter.scored.compute()
-    occurrence = adapter.scored.occurrence(10)
+    rows = adapter.kept.scored.compute()
+    occurrence = adapter.kept.scored.occurrence(10)
     return {"ms_per_query": 1000.0 * seconds / scored, "seconds": seconds, "scored": scored,
             "peak_rss_mb": peak, "peak_above_inputs_mb": peak - before,
             "R@1": metrics_from_ranks(rows["rank"])["R@1"],

@@ -121,11 +121,11 @@ class LogBatches(L.Callback):
         record = pl_module.history[-1]
         values = {"stream/segment": float(record.segment), "adapt/skipped_updates": float(record.skipped_updates),
                   "time/adapt_s": float(record.adapt_s), "stream/selected_frac": pl_module.selected_fraction(record)}
-        if record.batch % max(1, int(trainer.log_every_n_steps)) == 0 and pl_module.scored is not None:
+        if record.batch % max(1, int(trainer.log_every_n_steps)) == 0 and pl_module.kept.scored is not None:
             from tta.metrics import hubness_from_occurrence
 
-            k = min(self.k, pl_module.scored.k)
-            occurrence = pl_module.scored.occurrence(k)
+            k = min(self.k, pl_module.kept.scored.k)
+            occurrence = pl_module.kept.scored.occurrence(k)
             rows = 0 if occurrence is None else int(occurrence.sum()) // k
             if rows > 1:
                 values["stream/skewness"] = float(hubness_from_occurrence(occurrence, k, rows)["skewness"])
@@ -151,10 +151,12 @@ def batch_terms(extras: dict) -> dict[str, float]:
 
 
 def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, loggers: list,
-                  stop: StopSignals | None = None) -> list[L.Callback]:
+                  stop: StopSignals | None = None, scenario=None, cache: Path | None = None) -> list[L.Callback]:
     """The callbacks a run's Trainer gets: the runner's own (resume, checkpoint, per-batch logging when a logger
-    is chosen, the stop at a batch boundary after a signal) followed by those of the ``callbacks=`` group,
-    instantiated by ``_target_``."""
+    is chosen, the stop at a batch boundary after a signal, the VideoComp probe of the adapted model with
+    ``comp_probe.enabled``) followed by those of the ``callbacks=`` group, instantiated by ``_target_``.
+
+    A callback with ``record_fields(adapter) -> dict`` adds those fields to the run's record after the stream."""
     callbacks: list[L.Callback] = []
     if state is not None:
         callbacks.append(ResumeFromState(state))
@@ -164,6 +166,10 @@ def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, loggers: l
         callbacks.append(LogBatches(k=int(cfg.hubness.k)))
     if stop is not None:  # after the runner's others: the batch it stops after is checkpointed and logged
         callbacks.append(StopAtBoundary(stop, checkpoint))
+    if (cfg.get("comp_probe") or {}).get("enabled"):
+        from tta.comp.probe import ProbeAfterStream
+
+        callbacks.append(ProbeAfterStream(cfg, cache, lambda: scenario.load_model(cfg, cache)))
     return callbacks + configured_callbacks(cfg.get("callbacks"))
 
 

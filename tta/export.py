@@ -20,9 +20,9 @@ from tta.data.gallery import weights_digest
 from tta.data.module import RetrievalDataModule, loader_workers
 from tta.data.stream import VideoItems
 from tta.models.encode import EncodeSetting, encode_texts, encode_videos
-from tta.run import check_precision
 from tta.scenario import Scenario
 from tta.sharding import gallery_ranks
+from tta.stages import check_precision
 from tta.utils.cli import exit_on_user_error, hydra_cli
 from tta.utils.config_rules import validate_config
 from tta.utils.paths import cache_root

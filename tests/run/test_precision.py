@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from tests.conftest import tiny_overrides
-from tta.run import PRECISIONS, run
+from tta.run import run
+from tta.stages import PRECISIONS
 from tta.utils.config import compose
 
 
@@ -52,17 +53,17 @@ def test_matmul_precision_holds_for_the_run_is_recorded_and_restored(tiny_cache,
     ``highest`` names the same run as a config without the key (results and W&B ids of earlier runs stay valid)."""
     import torch
 
-    import tta.run
+    import tta.stages
     from tta.results import identity_keys
 
     seen = []
-    real = tta.run.run_stages
+    real = tta.stages.build_trainer
 
     def spy(*args, **kwargs):
         seen.append(torch.get_float32_matmul_precision())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tta.run, "run_stages", spy)
+    monkeypatch.setattr(tta.stages, "build_trainer", spy)
     before = torch.get_float32_matmul_precision()
     cfg = compose("run", tiny_overrides(tiny_cache, "matmul_precision=high", "data.subset=16"))
     res = run(cfg, tmp_path)

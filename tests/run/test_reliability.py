@@ -545,8 +545,9 @@ def test_cli_errors_are_one_clear_message(tmp_path):
     assert "Traceback" not in sev.stderr
     # Hydra's own errors (a misspelt option, also of an optional group such as experiment=, a key the config lacks,
     # an override it cannot parse): one line and exit code 2 as well, before any run starts
-    cases = {"adapter=hatvrt": "error: In 'run': Could not find 'adapter/hatvrt'; the options in 'adapter' are: dsl, ",
-             "experiment=paper-tabel1": "Could not find 'experiment/paper-tabel1'; the options in 'experiment' are: ",
+    cases = {"adapter=hatvrt": "error: In 'run': Could not find 'adapter/hatvrt'; did you mean adapter=hatvtr? the "
+                               "options in 'adapter' are: dsl, ",
+             "experiment=paper-tabel1": "Could not find 'experiment/paper-tabel1'; did you mean experiment=",
              "seeed=3": "error: the config has no key 'seeed'; did you mean seed? its keys are: model, data, ",
              "shift.severity=[1": "error: cannot parse the override 'shift.severity=[1': no viable alternative at"}
     for override, message in cases.items():

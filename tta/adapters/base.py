@@ -2,9 +2,8 @@
 
 The base owns the mechanics: the gallery (encoded once by the source model, never updated), the optimizer (built in
 ``setup("test")``; Lightning builds optimizers only when fitting), the reset snapshot of the adapted parameters and
-the optimizer state, the update loop with its non-finite guard, the reset policy, what the scores leave behind (per-row
-ranks and neighbour lists in :class:`~tta.metrics.streaming.StreamScores`; the dense rows only when asked:
-:meth:`OnlineAdapter.track_scores`), the per-batch history and the resumable state. A method (``tta/adapters/<name>.py``, config
+the optimizer state, the update loop with its non-finite guard, the reset policy and the per-batch history; it composes what the scores
+leave behind and the resumable state (below). A method (``tta/adapters/<name>.py``, config
 ``tta/conf/adapter/<name>.yaml``; docs/adding-an-adapter.md) overrides only what it changes:
 
     configure_model()             -> None. Train/eval modes and requires_grad (default: all frozen, eval mode,
@@ -32,11 +31,9 @@ in either pass skips the update (counted in ``counters["nonfinite_losses"]`` and
 the parameters stay finite. Run with ``Trainer(inference_mode=False).test``. After ``test_step`` returns,
 ``self.history[-1]`` is that batch's record; its ``batch`` number is ``len(self.history)`` at the batch's start.
 
-**Resumable state.** :meth:`resume_state` holds the base's own keys (:data:`BASE_STATE_KEYS`), every key a class
-lists in its ``state_keys`` class attribute (collected over the class hierarchy: a method lists only the attributes
-it adds — memories, EMAs, queues, Fisher), the declared ``state_keys`` of the objects named in ``state_parts``
-(the post-hoc refiner), the adapted parameters, the optimizer state and the RNG states. An attribute that is not
-declared is not saved: derived copies (a normalised gallery), the model and the gallery are rebuilt by the runner.
+**Components.** What the scores leave behind is a :class:`~tta.adapters.components.scores.KeptScores` (``kept``);
+the resumable state is captured and restored by :mod:`tta.adapters.components.resume`, from what each class declares
+in ``state_keys`` (the attributes it adds) and ``state_parts`` (objects with their own ``state_keys``).
 
 **Options.** Keyword arguments of ``__init__`` are the config keys; each option block is a typed dataclass built by
 :func:`tta.adapters.components.options.build_options`, presets being named overrides resolved by the same helper.
@@ -50,26 +47,23 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import random
 import time
 from dataclasses import dataclass, field
 
 import lightning as L
-import numpy as np
 import torch
 from torch import nn
 
+from tta.adapters.components import resume
+from tta.adapters.components.resume import BASE_STATE_KEYS  # noqa: F401 - the contract tests read it here
+from tta.adapters.components.scores import KeptScores
 from tta.metrics import HUBNESS_KS
-from tta.metrics.streaming import StreamScores
 from tta.models.retrieval import RetrievalModel
 
 log = logging.getLogger(__name__)
 
 RESET_POLICIES = ("per_shift", "episodic", "never")
 PREDICT_WITH = ("last_forward", "post_update")
-#: the base's resumable attributes (a method adds its own with the ``state_keys`` class attribute)
-BASE_STATE_KEYS = ("rows", "raw_rows", "indices", "scored", "scored_raw", "head_rows", "history", "counters", "r1",
-                   "_segment")
 
 
 @dataclass
@@ -152,17 +146,7 @@ class OnlineAdapter(L.LightningModule):
         self.task = "v2t"
         self.optimizer: torch.optim.Optimizer | None = None
         self._snapshot: dict | None = None
-        # what the stream's scores leave behind (track_scores): per-row ranks and neighbour lists, refined and, for
-        # refining methods, raw (before refine_scores / posthoc: raw vs refined hubness and ranks)
-        self.scored: StreamScores | None = None
-        self.scored_raw: StreamScores | None = None
-        # the dense scored rows and their stream indices, kept while keep_rows (the runner: save.sims=true)
-        self.keep_rows = True
-        self.rows: list[torch.Tensor] = []
-        self.raw_rows: list[torch.Tensor] = []
-        self.indices: list[torch.Tensor] = []
-        self.head_size = 0  # the first head_size x head_size block of the scores is kept (save.sims_head heatmap)
-        self.head_rows: list[torch.Tensor] = []
+        self.kept = KeptScores()  # what the stream's scores leave behind (track_scores)
         self.history: list[BatchRecord] = []
         self.gt: torch.Tensor | None = None
         # (G,) relevance class of each gallery item when a query has several relevant items (multi-caption v2t:
@@ -206,10 +190,7 @@ class OnlineAdapter(L.LightningModule):
         """What the adapter keeps of the scores it produces (before the stream; needs the ground truth of
         :meth:`bind`): every row's rank and top-``k`` neighbours (:class:`StreamScores`), the dense rows only
         when ``keep_rows`` (the runner keeps them for ``save.sims``), and the first ``head`` x ``head`` block."""
-        num_g = self.gallery.shape[0]
-        self.scored = StreamScores(self.gt, num_g, self.gallery_class, k)
-        self.scored_raw = StreamScores(self.gt, num_g, self.gallery_class, k)
-        self.keep_rows, self.head_size = bool(keep_rows), int(head)
+        self.kept.track(self.gt, self.gallery.shape[0], self.gallery_class, k, keep_rows, head)
 
     @property
     def query_side(self) -> str:
@@ -281,57 +262,17 @@ class OnlineAdapter(L.LightningModule):
         self.prepare()
 
     # ------------------------------------------------------------------------------------------------ resume
-    def _declared(self, attr: str) -> tuple[str, ...]:
-        """The union of a class attribute (``state_keys`` or ``state_parts``) over the class hierarchy."""
-        keys: list[str] = []
-        for cls in reversed(type(self).__mro__):
-            keys += [k for k in cls.__dict__.get(attr, ()) if k not in keys]
-        return tuple(keys)
-
     def resume_keys(self) -> tuple[str, ...]:
-        """The resumable attribute names: :data:`BASE_STATE_KEYS` and every declared ``state_keys``."""
-        return BASE_STATE_KEYS + tuple(k for k in self._declared("state_keys") if k not in BASE_STATE_KEYS)
+        return resume.resume_keys(self)
 
     def resume_state(self) -> dict:
-        """Everything that makes the rest of the stream come out as if never interrupted (module docstring).
-
-        The values are references to the live objects: serialise the dict right away (``torch.save``).
-        """
-        parts = {name: _declared_state(getattr(self, name)) for name in self._declared("state_parts")}
-        return {"attrs": {k: getattr(self, k) for k in self.resume_keys()}, "parts": parts,
-                "params": [p.detach().clone() for p in self.params_to_adapt()],
-                "optim": self.optimizer.state_dict() if self.optimizer is not None else None,
-                "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-                        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}}
+        """Everything that makes the rest of the stream come out as if never interrupted (references to the live
+        objects: serialise the dict right away)."""
+        return resume.capture(self)
 
     def load_resume_state(self, state: dict) -> None:
-        """Restore :meth:`resume_state` on the freshly bound source model, after :meth:`setup` (the optimizer
-        exists); valid before or after :meth:`on_test_start`."""
-        missing = set(self.resume_keys()) - set(state["attrs"])
-        if missing:
-            raise ValueError(f"the checkpoint lacks {sorted(missing)}: it was written by another adapter")
-        for key in self.resume_keys():
-            setattr(self, key, state["attrs"][key])
-        for accumulator in (self.scored, self.scored_raw):
-            if accumulator is not None:  # unpickled on the CPU; the scores arrive on the adapter's device
-                accumulator.to(self.device)
-        for name, values in state["parts"].items():
-            _load_declared_state(getattr(self, name, None), values)
-        params = self.params_to_adapt()
-        if len(params) != len(state["params"]):
-            raise ValueError(f"the checkpoint holds {len(state['params'])} adapted tensors, this adapter adapts "
-                             f"{len(params)}: it was written by another adapter or model")
-        with torch.no_grad():
-            for p, saved in zip(params, state["params"], strict=True):
-                p.copy_(saved)
-        if self.optimizer is not None and state["optim"] is not None:
-            self.optimizer.load_state_dict(state["optim"])
-        rng = state["rng"]
-        torch.set_rng_state(rng["torch"])
-        np.random.set_state(rng["numpy"])
-        random.setstate(rng["python"])
-        if rng.get("cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        """Restore :meth:`resume_state` after :meth:`setup`; valid before or after :meth:`on_test_start`."""
+        resume.restore(self, state)
 
     # ------------------------------------------------------------------------------------------ LN selection
     def query_layernorm_params(self) -> list[nn.Parameter]:
@@ -466,7 +407,7 @@ class OnlineAdapter(L.LightningModule):
         self.record = self.batch_index = None
         record.adapt_s = time.perf_counter() - start
         self.counters["skipped_updates"] += record.skipped_updates
-        self.keep_scores(sims.detach(), raw.detach(), batch["index"], segment)
+        self.kept.add(sims.detach(), raw.detach(), batch["index"], segment, self.refines)
         if self.gt is not None:
             picked = sims.max(dim=1).indices  # the first maximum, as argmax, in about half its time on the CPU
             hit = self.is_relevant(picked, batch["index"]).sum().item()
@@ -477,25 +418,6 @@ class OnlineAdapter(L.LightningModule):
             self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
         if not math.isnan(record.running_r1):
             self.log("stream/R@1", record.running_r1, on_step=True, prog_bar=True, batch_size=record.size)
-
-    def keep_scores(self, sims: torch.Tensor, raw: torch.Tensor, index: torch.Tensor, segment: int) -> None:
-        """Hand a scored batch to the accumulators and keep what :meth:`track_scores` asked for."""
-        if self.scored is not None:
-            self.scored.update(sims, index, segment)
-            if self.refines:
-                self.scored_raw.update(raw, index, segment)
-        if self.keep_rows:
-            self.rows.append(sims.cpu())
-            self.indices.append(index.detach().cpu())
-            if self.refines:
-                self.raw_rows.append(raw.cpu())
-        missing = self.head_size - sum(len(r) for r in self.head_rows)
-        if missing > 0:  # the report's heatmap (HAT-VTR Fig. 9) needs actual scores, not ranks
-            self.head_rows.append(sims[:missing, :self.head_size].cpu().clone())
-
-    def head_block(self) -> torch.Tensor | None:
-        """The first ``head`` x ``head`` block of the scores (rows in stream order), or None when not kept."""
-        return torch.cat(self.head_rows) if self.head_rows else None
 
     def is_relevant(self, picked: torch.Tensor, queries: torch.Tensor | None) -> torch.Tensor | None:
         """Whether gallery item ``picked[i]`` is relevant to stream query ``queries[i]`` (diagnostics only);
@@ -512,27 +434,15 @@ class OnlineAdapter(L.LightningModule):
         """Whether scored rows differ from the raw similarities (a :meth:`refine_scores` override or a refiner)."""
         return type(self).refine_scores is not OnlineAdapter.refine_scores or self.posthoc is not None
 
+    @property
+    def rows(self) -> list[torch.Tensor]:
+        """The kept dense rows of the scored batches (:class:`KeptScores`)."""
+        return self.kept.rows
+
     def scores(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Q, G) scored rows in stream order and the (Q,) query indices they belong to (kept while
-        ``keep_rows``)."""
-        if not self.rows:
-            raise RuntimeError("no scored rows are kept: no batch was scored, or track_scores(keep_rows=False)")
-        return torch.cat(self.rows), torch.cat(self.indices)
+        """(Q, G) scored rows in stream order and their (Q,) query indices (:meth:`KeptScores.dense`)."""
+        return self.kept.dense()
 
     def raw_scores(self) -> torch.Tensor | None:
         """(Q, G) rows before refinement, in stream order; None for a method that does not refine."""
-        return torch.cat(self.raw_rows) if self.raw_rows else None
-
-
-def _declared_state(obj) -> dict | None:
-    """The attributes ``obj`` lists in its ``state_keys`` (None for no object)."""
-    if obj is None:
-        return None
-    return {k: getattr(obj, k) for k in getattr(obj, "state_keys", ())}
-
-
-def _load_declared_state(obj, values: dict | None) -> None:
-    if obj is None or values is None:
-        return
-    for key, value in values.items():
-        setattr(obj, key, value)
+        return self.kept.raw_dense()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -203,6 +204,17 @@ def add_intervals(out: dict[str, Any], triplets: Triplets, roles: list[str]) -> 
         out[role].update(boot[role])
     if "difference" in boot:
         out["difference"] = boot["difference"]
+
+
+class ProbeAfterStream(L.Callback):
+    """``comp_probe.enabled``: the probe scored with the adapted model as the stream left it, beside a fresh source
+    model (``load_source()``), as the record's ``comp`` field."""
+
+    def __init__(self, cfg: DictConfig, cache: Path, load_source):
+        self.cfg, self.cache, self.load_source = cfg, cache, load_source
+
+    def record_fields(self, adapter) -> dict[str, Any]:
+        return {"comp": probe_models(self.cfg, self.cache, {"adapted": adapter.model, "source": self.load_source()})}
 
 
 def run_comp_task(cfg: DictConfig, scenario, cache: Path, run_dir: Path, t_start: float) -> dict:

@@ -90,12 +90,13 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
     mine = shard(len(pairs), rank, world)
     if side == "text":
         items = TextItems(pairs, gshift, gcopy)
-        feats = encode_texts(model, [items.text(i) for i in mine], setting=setting)
+        feats = encode_texts(model, [items.text(i) for i in mine], setting=setting, progress="encoding the text gallery")
     else:
         items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
         if gcopy is None:
             frames.warm([pairs[i].video_path for i in mine], "decoding gallery videos", setting.workers)
-        feats = encode_videos(model, items.clip, len(pairs), setting=setting, items=mine)
+        feats = encode_videos(model, items.clip, len(pairs), setting=setting, items=mine,
+                              progress="encoding the video gallery")
     if world > 1:
         feats = gather_shards(feats, len(pairs))
     _check_finite(feats, pairs, side, cfg)

@@ -84,7 +84,8 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
 
     def encode(paths: list[str]) -> torch.Tensor:  # (n, D): the mean of the per-frame features, not normalised
         load = PathClips(frames, paths, model.image_size)
-        return encode_videos(model, load, len(paths), batch_size=64, setting=setting).mean(dim=1)
+        return encode_videos(model, load, len(paths), batch_size=64, setting=setting,
+                             progress="donor pool: encoding train videos").mean(dim=1)
 
     digest = model_digest(model)
     # one call over the whole pool: one set of loader workers decodes it while the model encodes

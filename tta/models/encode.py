@@ -80,11 +80,12 @@ def on_device(model: RetrievalModel, setting: EncodeSetting):
 
 @torch.no_grad()
 def encode_texts(model: RetrievalModel, captions: Sequence[str], batch_size: int = 256,
-                 setting: EncodeSetting = ON_CPU) -> torch.Tensor:
-    """(N, D) caption embeddings, float32 on the CPU."""
+                 setting: EncodeSetting = ON_CPU, progress: str | None = None) -> torch.Tensor:
+    """(N, D) caption embeddings, float32 on the CPU; ``progress`` names the batches' progress display."""
     out = []
+    starts = range(0, len(captions), batch_size)
     with on_device(model, setting):
-        for i in range(0, len(captions), batch_size):
+        for i in _shown(starts, len(starts), progress):
             tokens = model.tokenize(list(captions[i:i + batch_size])).to(setting.device)
             out.append(model.encode_text(tokens).float().cpu())
     return torch.cat(out) if out else torch.empty(0)
@@ -92,12 +93,14 @@ def encode_texts(model: RetrievalModel, captions: Sequence[str], batch_size: int
 
 @torch.no_grad()
 def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n: int, batch_size: int = 32,
-                  setting: EncodeSetting = ON_CPU, items: Sequence[int] | None = None) -> torch.Tensor:
+                  setting: EncodeSetting = ON_CPU, items: Sequence[int] | None = None,
+                  progress: str | None = None) -> torch.Tensor:
     """(N, T, D) per-frame embeddings, float32 on the CPU; ``load(i)`` returns the normalised clip (T, 3, H, W) of
     item i. ``items`` encodes only those items (a shard), in that order.
 
     With ``setting.workers`` > 0 the clips are loaded (decoded, perturbed) in that many DataLoader processes, in
-    order (``load`` must pickle), while the model encodes the previous batch.
+    order (``load`` must pickle), while the model encodes the previous batch. ``progress`` names the batches'
+    progress display (a long encoding is not silent).
     """
     from torch.utils.data import DataLoader
 
@@ -107,9 +110,18 @@ def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n:
     batches = DataLoader(items, batch_size=batch_size, num_workers=workers, collate_fn=_Stack(load), pin_memory=pin)
     out = []
     with on_device(model, setting), fork_safe():
-        for clips in batches:
+        for clips in _shown(batches, len(batches), progress):
             out.append(model.encode_video(clips.to(setting.device, non_blocking=pin)).float().cpu())
     return torch.cat(out) if out else torch.empty(0)
+
+
+def _shown(batches, total: int, description: str | None):
+    """``batches`` with a progress display named ``description`` (none without one)."""
+    if description is None:
+        return batches
+    from tta.utils.progress import progress_iter
+
+    return progress_iter(batches, total, description)
 
 
 class PathClips:

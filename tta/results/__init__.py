@@ -8,33 +8,25 @@
 * :mod:`~tta.results.files`: writing and reading the run directory, atomically.
 """
 
-from tta.results.environment import (
-    code_revision,
-    cost_record,
-    device_name,
-    git_revision,
-    provenance,
-    reset_peak_memory,
-    versions,
-)
-from tta.results.files import QUERY_RANKS_FILE, read_query_ranks, write_query_ranks, write_run
-from tta.results.identity import NOT_IDENTITY, complete_results, identity_keys, same_identity
-from tta.results.record import RunResults, ScoredRows
-from tta.results.scoring import StreamContext, evaluation_record, score_stream, shift_record
-from tta.results.segments import (
-    K_OCCURRENCE_FILE_K,
-    collapse_check,
-    hubness_record,
-    hubness_summary,
-    neighbour_width,
-    row_ranks,
-    segment_metrics,
-    segment_summary,
-    top1_collapse,
-)
+import importlib
 
-__all__ = ["K_OCCURRENCE_FILE_K", "NOT_IDENTITY", "QUERY_RANKS_FILE", "RunResults", "ScoredRows", "StreamContext",
-           "code_revision", "collapse_check", "complete_results", "cost_record", "device_name", "evaluation_record",
-           "git_revision", "hubness_record", "hubness_summary", "identity_keys", "neighbour_width", "provenance",
-           "read_query_ranks", "reset_peak_memory", "row_ranks", "same_identity", "score_stream", "segment_metrics",
-           "segment_summary", "shift_record", "top1_collapse", "versions", "write_query_ranks", "write_run"]
+# name -> the module defining it; imported on first use, so that tta.results.identity (read by a sweep's parent
+# process and the callbacks) does not load torch and the data stages
+_WHERE = {
+    "environment": ("code_revision", "cost_record", "device_name", "git_revision", "provenance", "reset_peak_memory",
+                    "versions"),
+    "files": ("QUERY_RANKS_FILE", "read_query_ranks", "write_query_ranks", "write_run"),
+    "identity": ("NOT_IDENTITY", "complete_results", "identity_keys", "same_identity"),
+    "record": ("RunResults", "ScoredRows"),
+    "scoring": ("StreamContext", "evaluation_record", "score_stream", "shift_record"),
+    "segments": ("K_OCCURRENCE_FILE_K", "collapse_check", "hubness_record", "hubness_summary", "neighbour_width",
+                 "row_ranks", "segment_metrics", "segment_summary", "top1_collapse"),
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"tta.results.{_MODULE_OF[name]}"), name)
+    raise AttributeError(f"module 'tta.results' has no attribute {name!r}")

@@ -14,7 +14,8 @@ log = logging.getLogger("tta.results")
 # config keys (top level, or group.key) that do not change what a run computes (a re-run with other values is the
 # same run)
 NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", "resume", "checkpoint_every",
-                "callbacks", "tags", "task_name", "print_config", "shift.motion_store", "gallery_shift.motion_store")
+                "callbacks", "tags", "task_name", "print_config", "shift.motion_store", "gallery_shift.motion_store",
+                "job", "data._target_", "data.prepare")  # the parts that compute it are named by what they compute
 
 
 def identity_keys(config: dict) -> dict:

@@ -54,8 +54,8 @@ def score_stream(adapter, ctx: StreamContext, time_s: dict, **known: Any) -> tup
     :class:`~tta.metrics.streaming.StreamScores`: no score matrix needed). ``known``: record fields the runner
     already has (``source_weights``, ``comp``, ``provenance``)."""
     cfg, shifts, k = ctx.cfg, ctx.shifts, int(ctx.cfg.hubness.k)
-    n_q, num_g = len(ctx.layout.queries), adapter.scored.num_gallery
-    rows = stream_rows(adapter.scored, n_q, len(shifts))
+    n_q, num_g = len(ctx.layout.queries), adapter.kept.scored.num_gallery
+    rows = stream_rows(adapter.kept.scored, n_q, len(shifts))
     finite = rows["finite"]
     warn_failed(finite)
     segments = _segments(rows, shifts, num_g, cfg)
@@ -63,9 +63,9 @@ def score_stream(adapter, ctx: StreamContext, time_s: dict, **known: Any) -> tup
     ids = [p.video_id if cfg.task == "v2t" else (p.caption_id or p.video_id) for p in ctx.layout.queries]
     dense = adapter.scores()[0] if adapter.rows else None
     scored = ScoredRows(dense, rows["rank"], finite, ids * len(shifts), rows["segment"],
-                        neighbours=rows["neighbours"], num_gallery=num_g, head=adapter.head_block())
-    if adapter.scored_raw.update_count:  # what the refinement (HSM, a post-hoc refiner) changed, within the run
-        raw = stream_rows(adapter.scored_raw, n_q, len(shifts))
+                        neighbours=rows["neighbours"], num_gallery=num_g, head=adapter.kept.head_block())
+    if adapter.kept.scored_raw.update_count:  # what the refinement (HSM, a post-hoc refiner) changed, within the run
+        raw = stream_rows(adapter.kept.scored_raw, n_q, len(shifts))
         known["retrieval_raw"], known["hubness_raw"], known["hubness_by_k_raw"] = stream_means(
             _segments(raw, shifts, num_g, cfg), k)
         scored.raw_ranks = raw["rank"]

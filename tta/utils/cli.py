@@ -4,7 +4,7 @@ Two kinds of bad input reach a ``python -m tta.<command>``:
 
 * Hydra's, before any code of ours runs: an option no config group has (``adapter=nosuch``), a key the config
   lacks (``foo=1``), an override Hydra cannot parse (``shift.severity=[1``). Hydra prints several lines and exits
-  with 1; :func:`hydra_cli` turns them into one line and 2.
+  with 1; :func:`command_line_errors` turns them into one line and 2.
 * ours, raised while the command runs: a value out of range, a missing file, a full disk
   (:func:`exit_on_user_error`).
 
@@ -14,11 +14,13 @@ This module imports nothing heavy, so that a typo is reported before torch and L
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import errno
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 log = logging.getLogger("tta.cli")
@@ -27,8 +29,8 @@ USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, FloatingPointErro
 
 
 def full_error() -> bool:
-    """Whether the user asked for tracebacks (Hydra's own switch)."""
-    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+    """Whether the user asked for tracebacks (Hydra's own switch, as the user set it: :func:`command_line_errors`)."""
+    return os.environ.get(_ASKED, os.environ.get("HYDRA_FULL_ERROR")) == "1"
 
 
 def user_error_line(e: BaseException) -> str | None:
@@ -98,9 +100,11 @@ def hydra_error_line(e: BaseException) -> str | None:
     )
 
     if isinstance(e, MissingConfigException) and e.options is not None:
-        group = (e.missing_cfg_file or "").rpartition("/")[0]
+        group, _, wrong = (e.missing_cfg_file or "").rpartition("/")
         first = str(e).splitlines()[0]
-        return f"{first}; the options in '{group}' are: {', '.join(e.options)}"
+        close = difflib.get_close_matches(wrong, e.options, n=1, cutoff=0.6)
+        mean = f"did you mean {group}={close[0]}? " if close else ""
+        return f"{first}; {mean}the options in '{group}' are: {', '.join(e.options)}"
     if isinstance(e, OverrideParseException):
         grammar = "https://hydra.cc/docs/advanced/override_grammar/basic/"
         return f"cannot parse the override {e.override!r}: {str(e).splitlines()[0]} (the grammar: {grammar})"
@@ -117,8 +121,6 @@ def hydra_error_line(e: BaseException) -> str | None:
 def _missing_key_line(e: BaseException) -> str | None:
     """``adapter.lrr=0.1``: the node's real keys and the closest one. Hydra's own hint (``+adapter.lrr=0.1``) adds
     a key nothing reads, so it comes last."""
-    import difflib
-
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     cause = e.__cause__
@@ -147,31 +149,39 @@ def _keys_of(node, key: str) -> set[str]:
     return {str(k) for k in child.keys()} if isinstance(child, DictConfig) else set()
 
 
-def hydra_cli(main: Callable[[], object]) -> None:
-    """Call a ``@hydra.main`` function as a command line, with Hydra's errors about the command line turned into
-    one line and exit code 2 (Hydra itself prints several lines and exits with 1)."""
+#: called with the exception that ends a command line before it exits (a sweep prints its summary there)
+ON_FAILURE: list[Callable[[BaseException], None]] = []
+_ASKED = "TTA_FULL_ERROR_ASKED"  # the user's HYDRA_FULL_ERROR, kept while the command sets its own
+
+
+@contextlib.contextmanager
+def command_line_errors() -> Iterator[None]:
+    """Run a ``@hydra.main`` function inside: Hydra's errors about the command line become one line and exit code 2.
+
+    Hydra's own switch ``HYDRA_FULL_ERROR=1`` makes it raise errors instead of printing them as several lines, so
+    the command sets it for its duration and answers them here; the user's own setting still shows tracebacks."""
+    saved = {k: os.environ.get(k) for k in ("HYDRA_FULL_ERROR", _ASKED)}
+    asked = full_error()
+    os.environ[_ASKED], os.environ["HYDRA_FULL_ERROR"] = ("1" if asked else "0"), "1"
     try:
-        from hydra._internal import utils as hydra_internal
-
-        report = hydra_internal.run_and_report
-    except (ImportError, AttributeError):  # another Hydra: its own report stands
-        main()
-        return
-
-    def one_line_report(func):
-        def guarded():
-            try:
-                return func()
-            except Exception as e:
-                line = None if full_error() else hydra_error_line(e)
-                if line is None:
-                    raise
-                exit_with_line(line, to_log=False)  # before any run's log; SystemExit passes through Hydra's report
-
-        return report(guarded)
-
-    hydra_internal.run_and_report = one_line_report
-    try:
-        main()
+        yield
+    except Exception as e:
+        for hook in ON_FAILURE:
+            hook(e)
+        line = None if asked else hydra_error_line(e)
+        if line is None:
+            raise
+        exit_with_line(line, to_log=False)  # before any run's log
     finally:
-        hydra_internal.run_and_report = report
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        ON_FAILURE.clear()
+
+
+def hydra_cli(main: Callable[[], object]) -> None:
+    """Call a ``@hydra.main`` function as a command line (:func:`command_line_errors`)."""
+    with command_line_errors():
+        main()

@@ -20,7 +20,21 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode.*")
     # the loader's processes are `loader_workers` (0 on purpose when shifts run on the GPU: CUDA cannot fork)
     warnings.filterwarnings("ignore", message=r".*does not have many workers which may be a bottleneck.*")
+    # a run is not launched by srun on purpose (SLURM jobs come from hydra/launcher=slurm), on every job of a sweep
+    warnings.filterwarnings("ignore", message=r".*The `srun` command is available on your system but is not used.*")
+    _single_lightning_console()
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropAdverts) for f in logger.filters):
             logger.addFilter(_DropAdverts())
+
+
+def _single_lightning_console() -> None:
+    """Lightning's top package adds its own console handler and also propagates to the root logger, which Hydra
+    gives a console handler: every Lightning line would print twice. Where the root has a handler, drop Lightning's."""
+    import lightning
+
+    root, top = logging.getLogger(), logging.getLogger(lightning.__name__)
+    if root.handlers and top.propagate:
+        for handler in [h for h in top.handlers if type(h) is logging.StreamHandler]:
+            top.removeHandler(handler)

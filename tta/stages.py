@@ -1,0 +1,220 @@
+"""The parts a run (tta/run.py) composes, each built from the config: the run's scope (its directory, signals,
+precision, loggers), the data stages (a dataset's, or exported features' by ``data._target_``), the adapter, the
+loggers and the Trainer. Heavy modules load inside the functions, when a run starts."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from tta.utils.progress import setup_progress
+
+log = logging.getLogger("tta.run")
+# trainer.precision values that keep the weights float32 (none or autocast): the gallery is encoded once in float32
+# and the adapters mix it with query features, so a model cast to half or double precision ("*-true") cannot run
+PRECISIONS = ("32-true", "32", "bf16-mixed", "16-mixed")
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision
+DATASET_STAGES = "tta.stages.dataset_stages"  # the data stages of a config without data._target_
+
+
+def prepare_config(cfg: DictConfig) -> DictConfig:
+    """The run's config, checked before anything is built: ``data.prepare`` rewrites it first where the data names
+    one (``data=features``: the exporting run's keys), then the precision and the value rules."""
+    from hydra.utils import get_method
+
+    from tta.utils.config_rules import validate_config
+
+    if cfg.data.get("prepare"):
+        cfg = get_method(cfg.data.prepare)(cfg)
+    check_precision(cfg)
+    validate_config(cfg)
+    return cfg
+
+
+@dataclass
+class RunScope:
+    """What holds for the whole of a run in ``run_dir``: the directory claimed, stop signals caught, the matmul
+    precision set, peak memory and seeds reset; on failure the traceback goes to ``error.txt`` (tta.report lists it;
+    ``resume.pt`` stays), and the loggers close with the run's status."""
+
+    cfg: DictConfig
+    run_dir: Path
+    loggers: list = field(default_factory=list)
+
+    def __enter__(self) -> RunScope:
+        from tta.results import reset_peak_memory
+        from tta.utils.io import claim_run_dir
+        from tta.utils.logs import quiet_lightning
+        from tta.utils.paths import cache_root
+        from tta.utils.seeding import seed_everything
+        from tta.utils.signals import StopSignals
+
+        quiet_lightning()
+        with contextlib.ExitStack() as stack:  # closed at once if one of them cannot be entered
+            stack.enter_context(claim_run_dir(self.run_dir))
+            self.stop = stack.enter_context(StopSignals())
+            stack.enter_context(matmul_precision(self.cfg))
+            self._stack = stack.pop_all()
+        reset_peak_memory()
+        seed_everything(self.cfg.seed)
+        self.cache = cache_root(self.cfg.paths.cache_dir)
+        return self
+
+    def __exit__(self, kind, err, tb) -> None:
+        from tta.utils.loggers import finish_loggers
+        from tta.utils.signals import RunInterrupted
+        from tta.utils.sweep import write_error
+
+        finish_loggers(self.loggers, "finished" if err is None else
+                       "interrupted" if isinstance(err, RunInterrupted) else "failed")
+        if isinstance(err, Exception):
+            write_error(self.run_dir, err)
+        self._stack.__exit__(kind, err, tb)
+        if err is None:
+            (self.run_dir / "error.txt").unlink(missing_ok=True)  # a failure of an earlier attempt is history now
+
+
+@dataclass
+class DataStages:
+    """The source model and the set-up data stages of a run, with the digest of the source weights (results.json
+    ``source_weights``: the report pairs two runs only when it is the same, since CPU training is not
+    bit-reproducible across machines)."""
+
+    model: Any
+    data: Any
+    source_weights: str | None
+
+
+def dataset_stages(cfg: DictConfig, scenario, cache: Path, start_batch: int) -> DataStages:
+    """A dataset's stages: pairs -> screen -> layout -> gallery (encoded once, cached) -> the query stream."""
+    from tta.data.gallery import weights_digest
+    from tta.data.module import RetrievalDataModule
+    from tta.media.video import video_decoder
+    from tta.sharding import gallery_ranks
+    from tta.synth.zoo import setup_stages
+
+    # a first run builds the embedded assets: one overall bar with the stage names and an ETA
+    stages = setup_stages(cfg.model, scenario.checkpoint, scenario.train_data, cfg.data, cache,
+                          list(cfg.get("embedded_recipe") or []))
+    with setup_progress(stages):
+        model = scenario.load_model(cfg, cache)
+        data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch, scenario.gallery_shift)
+        log.info("video decoder: %s", video_decoder())
+        with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
+            data.setup("test")
+    return DataStages(model, data, weights_digest(model)[:16])
+
+
+def feature_stages(cfg: DictConfig, scenario, cache: Path, start_batch: int) -> DataStages:
+    """Exported features' stages (``data=features``): the file's layout, gallery and query features."""
+    from tta.data.features import FeatureDataModule
+
+    data = FeatureDataModule(cfg, scenario.shifts, start_batch)
+    return DataStages(data.model, data, data.features.meta.get("source_weights"))
+
+
+def features_config(cfg: DictConfig) -> DictConfig:
+    """``data.prepare`` of ``data=features``: the exporting run's keys from the file, and a method that needs no
+    encoders."""
+    from omegaconf import open_dict
+
+    from tta.data.features import check_feature_adapter, features_run_config
+
+    cfg = features_run_config(cfg, typed_overrides())
+    check_feature_adapter(cfg)
+    with open_dict(cfg):  # the exporting run's data config, read from the file
+        cfg.data._target_ = "tta.stages.feature_stages"
+    return cfg
+
+
+def typed_overrides() -> list[str]:
+    """The command-line overrides of a Hydra run ([] outside one)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def build_run_adapter(cfg: DictConfig, parts: DataStages, scenario):
+    """The configured adapter over the source model and the cached gallery, tracking what the scoring reads."""
+    from tta.adapters import build_adapter
+    from tta.results import neighbour_width
+
+    data = parts.data
+    adapter = build_adapter(cfg, parts.model, data.gallery, data.layout.gt, data.layout.gallery_class,
+                            source_split=data.source_split(scenario.train_data))
+    # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
+    adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=bool(cfg.save.sims),
+                         head=int(cfg.save.get("sims_head") or 0))
+    return adapter
+
+
+def run_loggers(cfg: DictConfig, run_dir: Path, t_start: float) -> list:
+    """The loggers of ``logger=``, started with the resolved config and the provenance known so far."""
+    from tta.results import identity_keys, provenance
+    from tta.utils.loggers import build_loggers
+
+    config = OmegaConf.to_container(cfg, resolve=True)
+    started = {k: v for k, v in provenance(cfg, t_start).items() if k != "finished"}
+    return build_loggers(cfg.get("logger"), run_dir, {**config, "provenance": started}, identity=identity_keys(config))
+
+
+def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):
+    """The Lightning Trainer of ``trainer=`` (any Trainer flag), with the run's callbacks and loggers."""
+    from hydra.utils import instantiate
+
+    from tta.sharding import num_ranks
+
+    single = {"devices": 1, "strategy": "auto"} if num_ranks(cfg) > 1 else {}  # the stream runs on rank 0 alone
+    try:
+        return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **single)
+    except (ValueError, TypeError, RuntimeError) as e:  # a flag Lightning refuses (e.g. an unknown precision)
+        raise ValueError(f"trainer config rejected by Lightning: {e}") from e
+
+
+def check_precision(cfg: DictConfig) -> None:
+    """Refuse a ``trainer.precision`` the stream cannot run under, or an unknown ``matmul_precision``, before
+    anything is built."""
+    precision = str(cfg.trainer.get("precision", "32-true"))
+    if precision not in PRECISIONS:
+        raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
+                         f"weights stay float32; use trainer.precision=32-true (the default), bf16-mixed or 16-mixed")
+    matmul = str(cfg.get("matmul_precision", "highest"))
+    if matmul not in MATMUL_PRECISIONS:
+        raise ValueError(f"matmul_precision={matmul} is not one of {', '.join(MATMUL_PRECISIONS)} (float32 matrix "
+                         "products: highest = full float32, high = TF32, medium = bf16)")
+
+
+@contextlib.contextmanager
+def matmul_precision(cfg: DictConfig):
+    """The run's float32 matrix-product precision (``matmul_precision``), the caller's restored afterwards (a
+    process-wide torch setting; an in-process sweep or a test runs one run after another)."""
+    import torch
+
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(str(cfg.get("matmul_precision", "highest")))
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def register_resolvers() -> None:
+    """The config resolvers of tta/conf: ``${tta_dirname:...}`` (sweep job directories) and
+    ``${tta_query_task:<shift>}`` (experiment configs that sweep both directions). The entry point registers them."""
+    from tta.utils.sweep import job_dirname
+
+    if not OmegaConf.has_resolver("tta_dirname"):
+        OmegaConf.register_new_resolver("tta_dirname", job_dirname)
+    if not OmegaConf.has_resolver("tta_query_task"):
+        OmegaConf.register_new_resolver("tta_query_task", _query_task)
+
+
+def _query_task(shift: str) -> str:
+    from tta.scenario import query_task  # it loads the shift registry: only when a config asks
+
+    return query_task(shift)
