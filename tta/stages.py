@@ -212,6 +212,22 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("tta_dirname", job_dirname)
     if not OmegaConf.has_resolver("tta_query_task"):
         OmegaConf.register_new_resolver("tta_query_task", _query_task)
+    if not OmegaConf.has_resolver("tta_config_groups"):
+        OmegaConf.register_new_resolver("tta_config_groups", config_groups)
+
+
+def config_groups() -> str:
+    """The config groups a user chooses from and their options, one line each (``--help``): folders whose names
+    start with ``_`` hold shared blocks that configs compose (``adapter/_shared``), not choices, and are left out."""
+    from tta.utils.config import CONF_DIR
+
+    lines = []
+    for folder in sorted(p for p in CONF_DIR.rglob("*") if p.is_dir()):
+        group = folder.relative_to(CONF_DIR).as_posix()
+        options = sorted(f.stem for f in folder.glob("*.yaml"))
+        if options and not any(part.startswith(("_", "hydra")) for part in group.split("/")):
+            lines.append(f"{group}: {', '.join(options)}")
+    return "\n".join(lines)
 
 
 def _query_task(shift: str) -> str:

@@ -99,7 +99,8 @@ def test_rerunning_a_sweep_skips_complete_jobs_and_failures_do_not_lose_results(
                       "shift.severity=5", launcher="local")
     assert again.returncode == 0, again.stderr[-3000:]
     assert {f: f.stat().st_mtime_ns for f in sweep_dir.rglob("results.json")} == stamps
-    assert (again.stdout + again.stderr).count("already holds the complete results") == len(stamps)
+    assert (again.stdout + again.stderr).count("skipped (complete)  ") == len(stamps)
+    assert f"{len(stamps)} jobs: {len(stamps)} skipped (complete)" in again.stdout + again.stderr
     # a sweep with one failing job (severity 9 does not exist): the other job's results survive
     bad_dir = tmp_path / "bad"
     bad = _multirun(tiny_cache, bad_dir, "adapter=source", "shift=gaussian", "shift.severity=5,9", launcher="local")
@@ -226,7 +227,8 @@ def test_analysis_notebook_runs_on_the_sweep(sweep, tmp_path):
     nb = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
     env = {"TTA_SWEEP_DIR": str(sweep_dir), "TTA_REPORT_OUT": str(tmp_path)}
     os.environ.update(env)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    # where Jupyter opens it: the notebook finds the project from notebooks/
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     md = (tmp_path / "notebook_table.md").read_text()
     assert "| clip4clip | source |" in md and md in outputs

@@ -126,3 +126,29 @@ def test_the_run_command_line_loads_torch_only_when_a_run_starts():
             "print(sorted(m for m in ('torch', 'lightning', 'numpy', 'open_clip') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_misspelt_target_is_one_line_with_the_closest_name():
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from tta.utils.cli import user_error_line
+
+    cases = {"tta.adapters.tent.TentAdaptr": "tta.adapters.tent has no 'TentAdaptr'; did you mean "
+                                            "tta.adapters.tent.TentAdapter?",
+             "tta.adapters.tnet.TentAdapter": "tta.adapters has no 'tnet'; did you mean tta.adapters.tent?",
+             "nosuch.Thing": "no module named 'nosuch'"}
+    for target, reason in cases.items():
+        cfg = OmegaConf.create({"adapter": {"method": {"_target_": target}}})
+        with pytest.raises(InstantiationException) as info:
+            instantiate(cfg.adapter.method)
+        assert user_error_line(info.value) == f"adapter.method._target_={target} cannot be imported: {reason}"
+
+
+def test_help_lists_the_choices_but_not_the_shared_blocks():
+    from tta.stages import config_groups
+
+    groups = dict(line.split(": ", 1) for line in config_groups().splitlines())
+    assert "adapter" in groups and "tent" in groups["adapter"].split(", ")
+    assert not any(g.startswith("hydra") or "_shared" in g for g in groups), groups

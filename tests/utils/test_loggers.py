@@ -154,3 +154,24 @@ def test_wandb_run_terminated_and_resumed_is_one_run_with_continuous_steps(tiny_
     first_rec, last = (summarize(f) for f in sorted((run_dir / "wandb").glob("offline-run-*/run-*.wandb")))
     assert first_rec["exit_code"] == 1  # the interrupted attempt is closed, marked failed
     assert last["exit_code"] == 0 and last["summary"]["retrieval/R@1"] == pytest.approx(res["retrieval"]["R@1"])
+
+
+def test_lightning_lines_print_once():
+    """Lightning's top package has a console handler of its own and propagates to the root's (Hydra's): one goes."""
+    import logging
+
+    import lightning
+
+    from tta.utils.logs import quiet_lightning
+
+    root = logging.getLogger()
+    added = logging.StreamHandler() if not root.handlers else None
+    if added is not None:
+        root.addHandler(added)
+    try:
+        quiet_lightning()
+        top = logging.getLogger(lightning.__name__)
+        assert top.propagate and not [h for h in top.handlers if type(h) is logging.StreamHandler]
+    finally:
+        if added is not None:
+            root.removeHandler(added)

@@ -67,10 +67,38 @@ def _instantiation_line(e: BaseException) -> str | None:
     cause = e.__cause__
     found = re.search(r"full_key: (\S+)", str(e))
     key = found.group(1) if found else "the config"
+    if located := re.search(r"Error locating target '([^']+)'", str(e)):
+        return f"{key}._target_={located.group(1)} cannot be imported: {_target_hint(located.group(1))}"
     if isinstance(cause, TypeError) and "unexpected keyword argument" in str(cause):
         return f"{key}: {cause}; check the option's spelling (python -m tta.run --cfg job prints the config)"
     line = user_error_line(cause)
     return None if line is None else f"{line} ({key})"
+
+
+def _target_hint(target: str) -> str:
+    """What is wrong with a dotted ``_target_``: the first part that does not import, and the closest name there."""
+    import importlib
+
+    parts = target.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:n])
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        name = parts[n]
+        if hasattr(module, name):
+            return f"{'.'.join(parts[:n + 1])} has no {'.'.join(parts[n + 1:])!r}"
+        names = [m for m in dir(module) if not m.startswith("_")]
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        if not close and hasattr(module, "__path__"):  # a package: its modules
+            import pkgutil
+
+            close = difflib.get_close_matches(name, [m.name for m in pkgutil.iter_modules(module.__path__)], n=1,
+                                              cutoff=0.6)
+        mean = f"; did you mean {module_name}.{close[0]}?" if close else ""
+        return f"{module_name} has no {name!r}{mean}"
+    return f"no module named {parts[0]!r}"
 
 
 def exit_with_line(line: str, to_log: bool = True) -> NoReturn:

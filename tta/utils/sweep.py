@@ -160,7 +160,8 @@ def sweep_summary(sweep_dir: Path, jobs: list[SweepJob]) -> list[str]:
         for word, (label, values) in (("best ", ranked[-1]), ("worst", ranked[0]))[: 1 if len(cells) == 1 else 2]:
             seeds = f" ({len(values)} seeds)" if len(values) > 1 else ""
             lines.append(f"{word} R@1 {sum(values) / len(values):6.2f}  {label}{seeds}")
-    lines.extend(f"failed: {j.path.name}: {j.detail}" for j in jobs if j.status == "FAILED")
+    if failed := [j.path.name for j in jobs if j.status == "FAILED"]:
+        lines.append(f"failed (error.txt in each): {', '.join(failed)}")
     lines.append(f"tables: python -m tta.report {sweep_dir}")
     return lines
 
