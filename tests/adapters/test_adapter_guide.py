@@ -47,3 +47,13 @@ def test_the_guide_example_composes_adapts_and_resets(tmp_path, monkeypatch):
     assert "seen" in adapter.resume_keys()
     adapter.reset_state()
     assert adapter.seen == 0
+
+
+def test_the_guide_describes_every_hook_of_the_base():
+    from tta.adapters.base import HOOKS
+
+    guide = (ROOT / "docs" / "adding-an-adapter.md").read_text()
+    table = guide[guide.index("## The hooks"):guide.index("A non-finite loss")]
+    rows = re.findall(r"^\| `([^`]+)`(?: / `([^`]+)`)? \|", table, re.M)
+    named = [name.split("(")[0] for row in rows for name in row if name]
+    assert sorted(named) == sorted(HOOKS)

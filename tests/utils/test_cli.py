@@ -122,10 +122,12 @@ def test_the_run_command_line_loads_torch_only_when_a_run_starts():
     so a typo is reported in about a second; tta/run.py imports them inside the run's stages."""
     import subprocess
 
-    code = ("import sys, tta.run, tta.utils.cli, tta.utils.config_rules; "
-            "print(sorted(m for m in ('torch', 'lightning', 'numpy', 'open_clip') if m in sys.modules))")
+    code = ("import sys, tta.run, tta.utils.cli, tta.utils.config_rules; from omegaconf import OmegaConf; "
+            "print(sorted(m for m in ('torch', 'lightning', 'numpy', 'open_clip') if m in sys.modules), "
+            "OmegaConf.has_resolver('tta_dirname'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+    # importing the module registers no resolvers either: the entry point does (tta.stages.register_resolvers)
+    assert out.returncode == 0 and out.stdout.strip() == "[] False", out.stdout + out.stderr
 
 
 def test_a_misspelt_target_is_one_line_with_the_closest_name():

@@ -2,27 +2,10 @@
 
 The base owns the mechanics: the gallery (encoded once by the source model, never updated), the optimizer (built in
 ``setup("test")``; Lightning builds optimizers only when fitting), the reset snapshot of the adapted parameters and
-the optimizer state, the update loop with its non-finite guard, the reset policy and the per-batch history; it composes what the scores
-leave behind and the resumable state (below). A method (``tta/adapters/<name>.py``, config
-``tta/conf/adapter/<name>.yaml``; docs/adding-an-adapter.md) overrides only what it changes:
-
-    configure_model()             -> None. Train/eval modes and requires_grad (default: all frozen, eval mode,
-                                     then :meth:`params_to_adapt` trainable).
-    params_to_adapt()             -> list of Parameters updated by the optimizer (e.g. the query encoder's
-                                     LayerNorms, :meth:`query_layernorm_params`); empty = gradient-free.
-    forward_queries(batch)        -> :class:`QueryForward` (feats, (B, G) sims); default: the model's similarity.
-    adapt_loss(fw, step)          -> a scalar Tensor to minimise, or None to skip this step's update.
-    second_pass(batch, step)      two-pass methods only (``two_pass = True``, e.g. SAM): called after the first
-                                     backward with finite gradients; may move the parameters and returns the loss
-                                     whose gradients the optimizer steps with (not yet back-propagated), or None to
-                                     skip; :meth:`abandon_update` undoes a pending move.
-    after_step(step)              -> None, after every step whether it updated or not (e.g. SAR's recovery).
-    refine_scores(sims)           (B, G) -> (B, G) post-hoc refinement of the scored rows (e.g. the HSM).
-    reset_state()                 clear memories, EMAs, queues (the base restores parameters and optimizer).
-    on_batch_start(batch, record) / on_batch_end(record): per-batch counters; during a batch the base exposes
-                                     the :class:`BatchRecord` as ``self.record`` and ``batch["index"]`` as
-                                     ``self.batch_index`` (both None outside a batch).
-    needs_source_split() / prepare(): ask for clean training-split pairs and prepare from them (e.g. EATA's Fisher).
+the optimizer state, the update loop with its non-finite guard, the reset policy and the per-batch history; it
+composes what the scores leave behind and the resumable state (below). A method (``tta/adapters/<name>.py``, config
+``tta/conf/adapter/<name>.yaml``) overrides only what it changes: the hooks of :data:`HOOKS`, each described (what
+it receives, what it returns) in docs/adding-an-adapter.md, "The hooks".
 
 Per batch (``steps`` = S): S times [forward -> loss -> backward (-> second pass) -> step -> after_step]; the
 scores are those of the last forward, computed before its update (``predict_with: last_forward``, HAT-VTR Sec. 4.3
@@ -62,6 +45,9 @@ from tta.models.retrieval import RetrievalModel
 
 log = logging.getLogger(__name__)
 
+#: what a method may override (docs/adding-an-adapter.md describes each; a test keeps the two lists equal)
+HOOKS = ("configure_model", "params_to_adapt", "forward_queries", "adapt_loss", "second_pass", "after_step",
+         "refine_scores", "reset_state", "on_batch_start", "on_batch_end", "needs_source_split", "prepare")
 RESET_POLICIES = ("per_shift", "episodic", "never")
 PREDICT_WITH = ("last_forward", "post_update")
 
