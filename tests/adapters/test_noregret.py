@@ -98,3 +98,19 @@ def test_a_guard_that_never_trusts_the_adaptation_scores_as_hsm(env):
 def test_bad_guard_options_are_refused(env):
     with pytest.raises((ValueError, InstantiationException), match="guard.agreement must be in"):
         make_fast_adapter(env, "noregret", "adapter.method.guard.agreement=1.5")
+
+
+def test_identical_paths_show_no_gain_before_or_after_a_rollback(env):
+    """Skewness depends on the row count: after a rollback the adapted bank restarts empty while the reference bank
+    keeps its rows, so only a window of the same queries on both sides keeps identical paths at a zero gain."""
+    adapter, _ = _drifted(env)
+    gen = torch.Generator().manual_seed(0)
+    gains = []
+    for t in range(8):
+        if t == 4:
+            adapter.roll_back()
+        rows = torch.rand(B, G, generator=gen)
+        _feed(adapter, rows, rows.clone())
+        gains.append(adapter.hubness_gain())
+    assert adapter.rollbacks == 1 and len(adapter.ref.bank) > len(adapter.hsm.bank) > 0
+    assert gains == [0.0] * 8

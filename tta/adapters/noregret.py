@@ -2,10 +2,12 @@
 
 Two score paths run side by side on every batch: the *adapted* path (HAT-VTR's LayerNorm updates, its HSM bank)
 and the *reference* path (the source LayerNorms, one extra no-grad forward, its own HSM bank: ``adapter=hsm``).
-After each batch both banks hold the same queries, so their k-occurrence skewness (the hubness measure of HAT-VTR
-Sec. 3) compares the two models on the same stream without labels:
+Skewness depends on the number of rows, and a rollback empties the adapted bank but keeps the reference bank, so
+the guard compares the two banks over the same window: the newest blocks both hold (the queries since the last
+rollback, up to the bank's capacity), where they hold the raw rows of the same queries:
 
-* **gain** = skew(reference bank) − skew(adapted bank): the hubness the adaptation removed;
+* **gain** = skew(reference window) − skew(adapted window), the k-occurrence skewness (the hubness measure of
+  HAT-VTR Sec. 3) the adaptation removed;
 * **agreement**: share of the batch whose refined top-1 is the same on both paths (its EMA measures drift).
 
 The adapted scores are returned only when ``gain >= guard.margin`` (after ``guard.warmup`` batches of a shift);
@@ -124,8 +126,10 @@ class NoRegretAdapter(HATVTRAdapter):
 
     # ------------------------------------------------------------------------------------------------ guard
     def hubness_gain(self) -> float:
-        """Skewness of the reference bank's k-occurrence minus the adapted bank's (NaN counts as 0)."""
-        return _bank_skewness(self.ref) - _bank_skewness(self.hsm)
+        """Skewness of the reference bank's k-occurrence minus the adapted bank's, both over the newest blocks both
+        banks hold (the same queries, as many rows on each side); NaN counts as 0."""
+        blocks = min(_blocks(self.ref), _blocks(self.hsm))
+        return _window_skewness(self.ref, blocks) - _window_skewness(self.hsm, blocks)
 
     def roll_back(self) -> None:
         """Back to the source LayerNorms and a fresh optimizer, adapted bank and memory; the reference bank stays."""
@@ -150,10 +154,14 @@ class NoRegretAdapter(HATVTRAdapter):
         self.counters["frozen"] = int(self.frozen)
 
 
-def _bank_skewness(memory: HubnessSuppressionMemory) -> float:
-    bank = memory.bank
-    if bank is None or bank.occurrence is None or bank.num_rows == 0:
+def _blocks(memory: HubnessSuppressionMemory) -> int:
+    return 0 if memory.bank is None else len(memory.bank)
+
+
+def _window_skewness(memory: HubnessSuppressionMemory, blocks: int) -> float:
+    window = None if memory.bank is None else memory.bank.recent_occurrence(blocks)
+    if window is None or window[1] == 0:
         return 0.0
-    k = min(bank.track_k, bank.occurrence.numel())
-    skew = hubness_from_occurrence(bank.occurrence, k, bank.num_rows)["skewness"]
+    occ, rows = window
+    skew = hubness_from_occurrence(occ, min(memory.bank.track_k, occ.numel()), rows)["skewness"]
     return 0.0 if math.isnan(skew) else float(skew)

@@ -157,6 +157,15 @@ class HSMBank(ABC):
             if self.track_k:
                 self.occurrence -= self._occ_blocks.popleft()
 
+    def recent_occurrence(self, blocks: int) -> tuple[torch.Tensor, int] | None:
+        """The k-occurrence counts of the newest ``blocks`` blocks and their row count (None when not tracked or
+        empty): two banks compared over equally many blocks compare the same number of rows."""
+        if not self.track_k or blocks < 1 or not self._occ_blocks:
+            return None
+        blocks = min(blocks, len(self._occ_blocks))
+        occ = torch.stack(list(self._occ_blocks)[-blocks:]).sum(dim=0)
+        return occ, sum(list(self._sizes)[-blocks:])
+
     def refine(self, current: torch.Tensor) -> torch.Tensor:
         """Current rows of H([bank; current]) (B, G), on ``current``'s device (differentiable in ``current``)."""
         if self.device is not None and self.device != current.device:
