@@ -138,8 +138,9 @@ def _robustness(df, out: Path, compared: dict, robustness: str, reference: str, 
             n = sum(1 for w in missing.values() if w == why)
             notes.append(f"{n} cell(s) not paired with {against}: {why}; no interval, not marked")
     rob_md = _frame_markdown(rob) if not rob.empty else "(no robustness: no clean reference run in the sweep)"
-    rob_head = (f"Robustness of {robustness} against the clean {reference} run, aggregated severity -> type -> "
-                f"{groups} -> overall (sd over the items one level down)")
+    rob_head = (f"Robustness of {robustness} against the clean {reference} run: γ of a type is the mean over its "
+                f"severities, of a {groups} group and of the overall the mean over their types (sd over the items "
+                f"averaged); MMI and score: the mean of every perturbed score in scope (Qiu et al.)")
     (out / "robustness.md").write_text(rob_head + "\n\n" + rob_md + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
     rob.to_csv(out / "robustness.csv", index=False)
     return rob_head, rob_md, rob, notes

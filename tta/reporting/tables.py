@@ -574,31 +574,42 @@ def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Tab
 ROBUST_METRICS = ("R@1", "R@5", "R@10", "R@50", "RSUM")
 
 
-def shift_group(shift: str, groups: str = "level") -> str:
+def shift_group(shift: str, groups: str = "level") -> str | None:
     """The group a shift is aggregated in: its HAT-VTR level (``level``) or its category of Schiappa et al.
     (``schiappa``: Noise/Blur/Temporal/Camera/Digital for video, ChangeChar/AddText/Bias/DropText/Positional/
-    SwapText/TextStyle for text; "other" for shifts outside their suite)."""
+    SwapText/TextStyle for text; None for a shift outside their suite, which their aggregates do not count)."""
     if groups == "level":
         return shift_level(shift)
     if groups == "schiappa":
         from tta.shifts.text.schiappa import SCHIAPPA_TEXT_CATEGORY
         from tta.shifts.video.schiappa import MLVP_SCHIAPPA_CATEGORY, SCHIAPPA_CATEGORY
 
-        return ({**SCHIAPPA_CATEGORY, **MLVP_SCHIAPPA_CATEGORY, **SCHIAPPA_TEXT_CATEGORY}).get(shift, "other")
+        return ({**SCHIAPPA_CATEGORY, **MLVP_SCHIAPPA_CATEGORY, **SCHIAPPA_TEXT_CATEGORY}).get(shift)
     raise ValueError(f"unknown robustness grouping {groups!r}; use level or schiappa")
+
+
+def _not_aggregated(groups: str) -> tuple[str, ...]:
+    """The groups reported but left out of the overall: Schiappa et al.'s synthetic text categories."""
+    if groups != "schiappa":
+        return ()
+    from tta.shifts.text.schiappa import SCHIAPPA_TEXT_NOT_AGGREGATED
+
+    return SCHIAPPA_TEXT_NOT_AGGREGATED
 
 
 def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "source",
                      groups: str = "level") -> tuple[pd.DataFrame, list[str]]:
-    """Robustness of every (model, configuration), aggregated severity -> type -> group -> overall
-    (:func:`~tta.metrics.robustness.aggregate_robustness`; docs/methods/metrics.md).
+    """Robustness of every (model, configuration), aggregated severity -> type -> group and type -> overall
+    (:func:`~tta.metrics.robustness.aggregate_robustness`; docs/methods/metrics.md, "Robustness scores").
 
     ``reference``: ``source`` (the clean source run of the (data, task, scenario, model), shared by all methods) or
     ``own`` (the configuration's own clean run). ``groups``: ``level`` (HAT-VTR low/mid/high, character/word/
-    sentence) or ``schiappa`` (:func:`shift_group`). Scores are means over seeds. One line per (model,
-    configuration, scope) with scope overall, a group or a type; columns relative (γ^r) and absolute (γ^a)
-    robustness with their sd over the next level down, MMI (Qiu et al.) and the number of items aggregated.
-    Groups without the clean reference get no row, and a note says what to add.
+    sentence) or ``schiappa`` (:func:`shift_group`; shifts outside their suite are left out, with a note, and
+    their synthetic text categories are shown but not counted in the overall). Scores are means over seeds. Runs
+    with a gallery shift are scored apart from the query-only runs (column ``gallery``): another benchmark, not
+    another type. One line per (model, configuration, gallery, scope) with scope overall, a group or a type;
+    columns relative (γ^r) and absolute (γ^a) robustness with their sd, MMI (Qiu et al.) and the number of items
+    averaged. Groups without the clean reference get no row, and a note says what to add.
 
     Raises:
         ValueError: for a metric the scores are meaningless for (ranks, skewness, ...): see ROBUST_METRICS.
@@ -609,13 +620,15 @@ def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "so
     if reference not in ("source", "own"):
         raise ValueError(f"unknown robustness reference {reference!r}; use source or own")
     df = complete_columns(df)
-    rows, notes = [], []
+    df["gallery_shift"] = df["gallery_shift"].fillna("none")
+    rows, notes, outside = [], [], set()
     for key, part in df.groupby(list(KEYS), sort=True):
         for model, mpart in part.groupby("model", sort=True):
-            clean_runs = mpart[mpart["shift"] == "clean"]
-            shifted = mpart[mpart["shift"] != "clean"]
-            for _, config, cpart in sorted(((g["adapter_rank"].iloc[0], c, g) for c, g in shifted.groupby("config")),
-                                           key=lambda t: (t[0], t[1])):
+            clean_runs = mpart[(mpart["shift"] == "clean") & (mpart["gallery_shift"] == "none")]
+            shifted = mpart[(mpart["shift"] != "clean") | (mpart["gallery_shift"] != "none")]
+            for _, config, gallery, cpart in sorted(((g["adapter_rank"].iloc[0], c, gs, g) for (c, gs), g
+                                                     in shifted.groupby(["config", "gallery_shift"])),
+                                                    key=lambda t: (t[0], t[1], t[2] != "none", t[2])):
                 ref_config = "source" if reference == "source" else config
                 ref = clean_runs[clean_runs["config"] == ref_config][metric].astype(float)
                 if ref.dropna().empty:
@@ -623,10 +636,21 @@ def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "so
                                  f"adapter={ref_config} shift=clean to the sweep")
                     continue
                 cells = cpart.groupby(["shift", "severity"])[metric].mean()
-                scores = {(shift_group(sh, groups), sh, sev): float(v) for (sh, sev), v in cells.items() if pd.notna(v)}
+                scores = {}
+                for (sh, sev), v in cells.items():
+                    group = shift_group(sh, groups)
+                    if group is None:
+                        outside.add(sh)
+                    elif pd.notna(v):
+                        scores[(group, sh, sev)] = float(v)
                 if not scores:
                     continue
-                for r in aggregate_robustness(float(ref.mean()), scores):
+                for r in aggregate_robustness(float(ref.mean()), scores, _not_aggregated(groups)):
                     rows.append({"data": key[0], "task": key[1], "scenario": key[2], "model": model,
-                                 "adapter": config, "reference": f"clean {ref_config}", **r})
+                                 "adapter": config, "gallery": gallery, "reference": f"clean {ref_config}", **r})
+    if outside:
+        notes.append(f"not in the suite of Schiappa et al., left out of their categories: {', '.join(sorted(outside))}")
+    if groups == "schiappa" and any(r["scope"] == "group" and r["name"] in _not_aggregated(groups) for r in rows):
+        notes.append(f"{' and '.join(_not_aggregated(groups))}: shown, not counted in the overall (Schiappa et al. "
+                     f"aggregate natural text shifts only)")
     return pd.DataFrame(rows), notes
