@@ -49,7 +49,9 @@ class Table:
     "mean ± sd (n)" when a cell has several); ``marks`` (same shape) holds "better"/"worse" where the paired 95 %
     interval against ``against`` excludes zero (▲/▼); ``bold`` (same shape, bools) marks a best cell of its row
     that is better than the runner-up by the same rule. ``digits`` gives the decimals per column label (default
-    ``default_digits``); ``notes`` are printed under the table (failed rows, missing per-query data).
+    ``default_digits``); ``notes`` are printed under the table (failed rows, missing per-query data). ``det``
+    (same shape, bools) marks cells whose runs are identical over their seeds (collect.separate_cells): printed once
+    as "value (det.)", without sd and n.
     """
 
     title: str
@@ -65,10 +67,19 @@ class Table:
     default_digits: int = 1
     sd: pd.DataFrame | None = None
     n: pd.DataFrame | None = None
+    det: pd.DataFrame | None = None
     marks: pd.DataFrame | None = None
     against: str | None = None
     notes: list = field(default_factory=list)
     about: str | None = None  # replaces the metric/seeds part of the caption (tables of differences, counts)
+
+    def __post_init__(self):
+        if self.det is not None:  # a deterministic cell is one value: no spread, no count of seeds
+            self.det = self.det.astype(object).where(self.det.notna(), False).map(lambda v: bool(v is True or v == 1.0))
+            for name in ("sd", "n"):
+                frame = getattr(self, name)
+                if frame is not None:
+                    setattr(self, name, frame.mask(self.det.reindex_like(frame).fillna(False).astype(bool)))
 
     @property
     def row_names(self) -> list[str]:
@@ -93,7 +104,16 @@ class Table:
                      f"0 (unmarked: the interval spans 0, or the runs cannot be paired)")
         if self.bold is not None:
             text += "; bold: best of its row per backbone, with an interval against the runner-up above 0"
+        if self._any_det():
+            text += ("; (det.): the cell's runs gave identical per-query results over its seeds (or a clean stream "
+                     "run again), so nothing in it is drawn at random: one value, no sd")
         return text
+
+    def _any_det(self) -> bool:
+        return self.det is not None and bool(self.det.fillna(False).astype(bool).any().any())
+
+    def _is_det(self, i: int, j: int) -> bool:
+        return self.det is not None and bool(self.det.iat[i, j])
 
     def cells(self, digits: int | None = None, marks: bool = True) -> list[list[str]]:
         """The formatted cells, row by row (spread, seeds, marks, bold and the second value included)."""
@@ -108,9 +128,12 @@ class Table:
                 d = self._digits(c, digits)
                 s = f"{v:.{d}f}"
                 n = self.n.iat[i, j] if self.n is not None else None
-                if n is not None and pd.notna(n) and n > 1 and self.sd is not None and pd.notna(self.sd.iat[i, j]):
+                det = self._is_det(i, j)
+                if det:
+                    s += " (det.)"
+                elif n is not None and pd.notna(n) and n > 1 and self.sd is not None and pd.notna(self.sd.iat[i, j]):
                     s += f" ± {self.sd.iat[i, j]:.{d}f}"
-                if show_n and n is not None and pd.notna(n):
+                if show_n and not det and n is not None and pd.notna(n):
                     s += f" ({int(n)})"
                 if self.bold is not None and bool(self.bold.iat[i, j]):
                     s = f"**{s}**"
@@ -161,6 +184,8 @@ class Table:
                 flat[f"{name} n"] = self.n.iloc[:, j]
             if self.marks is not None:
                 flat[f"{name} vs {self.against}"] = self.marks.iloc[:, j].fillna("")
+            if self._any_det():
+                flat[f"{name} det"] = self.det.iloc[:, j]
         return flat.to_csv(float_format="%.4f")
 
     def to_latex(self, digits: int | None = None) -> str:
@@ -214,7 +239,8 @@ def seed_groups(df: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     for key, part in df.groupby(list(CELL), dropna=False, sort=False):
         vals = part[metric].astype(float)
         rows.append({**dict(zip(CELL, key, strict=True)), "mean": vals.mean(), "sd": vals.std(ddof=1),
-                     "n": int(vals.notna().sum()), "seeds": tuple(sorted(part["seed"].tolist()))})
+                     "n": int(vals.notna().sum()), "seeds": tuple(sorted(part["seed"].tolist())),
+                     "deterministic": bool(part["deterministic"].all())})
     return pd.DataFrame(rows)
 
 
@@ -298,34 +324,37 @@ def paper_tables(df: pd.DataFrame, metric: str = "R@1", comparisons: dict | None
     comparisons = comparisons or {}
     for key, part in df.groupby(list(KEYS), sort=True):
         sev_count = part.groupby("shift")["severity"].nunique()
-        part = part.assign(column=[shift_label(s, v) if sev_count[s] > 1 else shift_label(s, 0)
-                                   for s, v in zip(part["shift"], part["severity"], strict=True)],
-                           level_name=[level_label(lv) for lv in part["level"]])
+        part = part.assign(column=[run_shift_label(s, v if sev_count[s] > 1 else 0, g) for s, v, g in
+                                   zip(part["shift"], part["severity"], part["gallery_shift"], strict=True)],
+                           level_name=[level_label(lv) for lv in part["level"]],
+                           gallery=part["gallery_shift"].fillna("none"))
         rows_idx = ["model", "adapter_rank", "config"]
-        cols_idx = ["level_rank", "level_name", "shift", "severity", "column"]
+        cols_idx = ["level_rank", "level_name", "shift", "severity", "gallery", "column"]
         stats = part.groupby(rows_idx + cols_idx, sort=True)[metric].agg(["mean", "std", "count"])
         mean = stats["mean"].unstack(cols_idx).sort_index(axis=0).sort_index(axis=1)
         sd = stats["std"].unstack(cols_idx).reindex_like(mean)
         n = stats["count"].unstack(cols_idx).reindex_like(mean)
+        det = part.groupby(rows_idx + cols_idx, sort=True)["deterministic"].all().unstack(cols_idx).reindex_like(mean)
         marks = pd.DataFrame(None, index=mean.index, columns=mean.columns, dtype=object)
         for (model, _, config) in mean.index:
             for col in mean.columns:
                 hit = [c for k, c in comparisons.items() if k[:3] == key and k[5] == model and k[6] == config
-                       and k[7] == col[2] and k[8] == col[3]]
+                       and k[7] == col[2] and k[8] == col[3] and (k[9] or "none") == col[4]]
                 if len(hit) == 1 and hit[0].mark != "tie":
                     marks.loc[(model, _, config), col] = hit[0].mark
         seeds, seed_values = _seeds(part, ["model", "config", "column"])
-        cols = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, _, col in mean.columns])
+        cols = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, _, _, col in mean.columns])
         index = pd.MultiIndex.from_tuples([(m, c) for m, _, c in mean.index], names=["model", "adapter"])
-        for frame in (mean, sd, n, marks):
+        for frame in (mean, sd, n, marks, det):
             frame.columns, frame.index = cols, index
         shifted = [c for c in mean.columns if c[0] != "clean"]
         if shifted:
             mean[("", "Avg")] = mean[shifted].mean(axis=1)
         digits = _add_cost(mean, part, ["model", "config"], list(index))
-        sd, n, marks = (f.reindex(columns=mean.columns) for f in (sd, n, marks))
+        sd, n, marks, det = (f.reindex(columns=mean.columns) for f in (sd, n, marks, det))
         tables.append(Table(_title(key, part), mean, metric, seeds, seed_values, sd=sd, n=n, marks=marks,
-                            against=against if comparisons else None, digits=digits, notes=_failed_notes(part)))
+                            against=against if comparisons else None, digits=digits, notes=_failed_notes(part),
+                            det=det))
     return tables
 
 
@@ -340,20 +369,23 @@ def severity_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
         if part.empty:
             continue
         seeds, seed_values = _seeds(part, ["model", "config", "shift", "severity"])
-        index = ["model", "adapter_rank", "config", "level_rank", "level", "shift"]
+        part = part.assign(gallery_label=[run_shift_label(s, 0, g) for s, g in
+                                          zip(part["shift"], part["gallery_shift"], strict=True)])
+        index = ["model", "adapter_rank", "config", "level_rank", "level", "gallery_label"]
         stats = part.groupby(index + ["severity"])[metric].agg(["mean", "std", "count"])
         long = stats["mean"].unstack("severity").sort_index()
         sd = stats["std"].unstack("severity").reindex_like(long)
         n = stats["count"].unstack("severity").reindex_like(long)
+        det = part.groupby(index + ["severity"])["deterministic"].all().unstack("severity").reindex_like(long)
         cols = pd.MultiIndex.from_tuples([("severity", f"s{c}") for c in long.columns])
         rows = pd.MultiIndex.from_tuples([(m, a, level_label(lv), sh) for m, _, a, _, lv, sh in long.index],
                                          names=["model", "adapter", "shift level", "shift"])
-        for frame in (long, sd, n):
+        for frame in (long, sd, n, det):
             frame.columns, frame.index = cols, rows
         long[("", "mean")] = long.mean(axis=1)
-        sd, n = sd.reindex(columns=long.columns), n.reindex(columns=long.columns)
+        sd, n, det = (f.reindex(columns=long.columns) for f in (sd, n, det))
         tables.append(Table(f"{_title(key, part)} by severity", long, metric, seeds, seed_values, sd=sd, n=n,
-                            group_name=""))
+                            group_name="", det=det))
     return tables
 
 
@@ -389,7 +421,8 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
     row with the mean over the shifted rows (not ``clean``) for the columns that have every one of them.
     """
     df = complete_columns(df)
-    df = df.assign(row_label=[shift_label(s, v) for s, v in zip(df["shift"], df["severity"], strict=True)],
+    df = df.assign(row_label=[run_shift_label(s, v, g) for s, v, g in
+                              zip(df["shift"], df["severity"], df["gallery_shift"], strict=True)],
                    first_seen=range(len(df)))
     df = df.sort_values("model", kind="stable")  # backbones (and per-backbone tables) in name order
     comparisons = comparisons or {}
@@ -411,6 +444,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
             values[name] = frame_of(lambda g, name=name: None if g is None else g[name].astype(float).mean())
         sd = frame_of(lambda g: None if g is None else g[metric].astype(float).std(ddof=1))
         n = frame_of(lambda g: None if g is None else float(len(g)))
+        det = frame_of(lambda g: None if g is None else bool(g["deterministic"].all()), object)
         marks = frame_of(lambda g: None if g is None else _mark(comparisons.get(_cell_key(g.iloc[0]))), object)
         best = _bold(values[metric], cell_runs, metric, resamples, seed) if bold else None
         shifted = [i for i, (_, r) in enumerate(rows) if r != "clean"]
@@ -418,7 +452,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
             for frame in values.values():
                 sub = frame.iloc[shifted]
                 frame.loc[("mean", f"{len(shifted)} shifts"), :] = sub.mean(axis=0).where(sub.notna().all(axis=0))
-            sd, n, marks = (f.reindex(values[metric].index) for f in (sd, n, marks))
+            sd, n, marks, det = (f.reindex(values[metric].index) for f in (sd, n, marks, det))
             best = best.reindex(values[metric].index, fill_value=False) if best is not None else None
         seeds, seed_values = _seeds(part, ["task", "row_label", "model", "config"])
         where = f"{data}, trained on {train}" if scenario == "cross" else data
@@ -429,7 +463,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
         tables.append(Table(title, values[metric], metric, seeds, seed_values, second=values.get(second),
                             second_metric=second, bold=best, group_name="model", sd=sd, n=n,
                             marks=marks if comparisons else None, against="source" if comparisons else None,
-                            notes=notes))
+                            notes=notes, det=det))
     return tables
 
 
