@@ -119,8 +119,9 @@ def test_runs_from_different_source_weights_are_not_paired(tmp_path):
     wtl = rep["comparisons"][1].frame
     assert ("clip4clip", "tent") not in wtl.index and wtl.loc[("clip4clip", "sar"), ("", "wins")] == 1
     tables = {t.title: t for t in rep["tables"] if "by severity" not in t.title}
-    assert set(tables) == {"synth (weights aaaa1111) v2t (qs)", "synth (weights cccc3333) v2t (qs)"}
-    table = tables["synth (weights cccc3333) v2t (qs)"]
+    assert set(tables) == {"synth (weights aaaa1111) v2t (qs) | query shift",
+                           "synth (weights cccc3333) v2t (qs) | query shift"}
+    table = tables["synth (weights cccc3333) v2t (qs) | query shift"]
     assert "source weights cccc3333" in table.provenance
     assert not isinstance(table.marks.loc[("clip4clip", "tent"), ("low-level", "gaussian")], str)
 

@@ -66,6 +66,48 @@ def shift_label(shift: str, severity) -> str:
     return f"{shift} s{int(severity)}"
 
 
+def shifted_side(shift: str, task: str, gallery_shift: str | None = "none") -> str:
+    """Which side a run shifted: "query", "gallery", "query and gallery" or "none" (clean), from the shift's
+    modality (registry) and the task's query modality (v2t: videos; t2v: texts). A stream shifts its queries."""
+    gallery = gallery_shift not in (None, "none") and not pd.isna(gallery_shift)
+    if shift == "clean":
+        return "gallery" if gallery else "none"
+    if shift == "stream":
+        side = "query"
+    else:
+        from tta.shifts.registry import get_shift
+
+        try:
+            kind = get_shift(shift).kind
+        except KeyError:  # a shift this checkout does not register: say nothing rather than guess
+            return "unknown"
+        side = "query" if (kind == "video") == (task == "v2t") else "gallery"
+    return "query and gallery" if gallery and side == "query" else side
+
+
+def shift_caption(shift: str, severity, task: str, gallery_shift: str | None = "none") -> str:
+    """A run's shift with the side it lands on: "query: gaussian s5", "gallery: gaussian s5" (t2v: the videos are
+    the gallery), "query: ocr s7, gallery: gaussian s3", "clean"."""
+    side = shifted_side(shift, task, gallery_shift)
+    label, gallery = shift_label(shift, severity), str(gallery_shift)
+    if side == "none":
+        return label
+    if side == "query and gallery":
+        return f"query: {label}, gallery: {gallery}"
+    if side == "gallery" and shift == "clean":
+        return f"gallery: {gallery}"
+    return label if side == "unknown" else f"{side}: {label}"
+
+
+def sides_label(part: pd.DataFrame) -> str:
+    """The shifted sides of a table's runs, for its title: "query shift", "gallery shift" or "query and gallery
+    shift" (some runs shift both, or some one side and some the other); "" when every run is clean."""
+    gallery = part["gallery_shift"] if "gallery_shift" in part else pd.Series("none", index=part.index)
+    sides = {shifted_side(s, t, g) for s, t, g in zip(part["shift"], part["task"], gallery, strict=True)}
+    sides = {x for side in sides for x in side.split(" and ") if x in ("query", "gallery")}
+    return " and ".join(x for x in ("query", "gallery") if x in sides) + " shift" if sides else ""
+
+
 def level_label(level: str) -> str:
     """The header of a shift-level group: HAT-VTR's "low-level" (etc.) shift types, not a severity."""
     return level if level in ("clean", "stream", "mean", "other", "") else f"{level}-level"
@@ -113,6 +155,7 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
         row.update(res["retrieval"])
         row["RSUM"] = rsum(res["retrieval"])
         row.update({k: v for k, v in res["hubness"].items() if k != "k"})
+        row["hubness_k"] = res["hubness"].get("k")
         if res.get("retrieval_raw"):  # refining methods: the metrics before score refinement
             row.update({f"{k} raw": v for k, v in res["retrieval_raw"].items()})
             row["skewness raw"] = (res.get("hubness_raw") or {}).get("skewness")
@@ -172,7 +215,7 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
                 "queries": None, "segments": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None,
-                "num_queries": None, "setup": None, "repeats": 1, "deterministic": False,
+                "num_queries": None, "setup": None, "repeats": 1, "deterministic": False, "hubness_k": None,
                 **{f"{k} raw": None for k in RAW},
                 **dict.fromkeys(COST),
                 **dict.fromkeys(EFFECT)}

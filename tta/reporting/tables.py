@@ -27,7 +27,15 @@ import numpy as np
 import pandas as pd
 
 from tta.metrics.robustness import aggregate_robustness
-from tta.reporting.collect import ADAPTER_ORDER, CELL, complete_columns, level_label, shift_label, shift_level
+from tta.reporting.collect import (
+    ADAPTER_ORDER,
+    CELL,
+    complete_columns,
+    level_label,
+    shift_label,
+    shift_level,
+    sides_label,
+)
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, Comparison, QueryRanks, compare
 
 KEYS = ("data", "task", "scenario")
@@ -37,6 +45,8 @@ SECOND_DIGITS = {"skewness": 2, "R@5": 1, "R@10": 1}
 
 
 MARKS = {"better": " ▲", "worse": " ▼"}
+DET_NOTE = ("; (det.): the cell's runs gave identical per-query results over its seeds (or a clean stream run again), "
+            "so nothing in it is drawn at random: one value, no sd")
 
 
 @dataclass
@@ -90,7 +100,7 @@ class Table:
 
     def caption(self) -> str:
         if self.about:
-            return f"**{self.title}** ({self.about})"
+            return f"**{self.title}** ({self.about})" + (DET_NOTE if self._any_det() else "")
         what = self.metric + (f" / {self.second_metric}" if self.second_metric else "")
         if self.seeds == 1 and len(self.seed_values) == 1:
             seeds = f"single seed ({self.seed_values[0]}): no sd, n = 1"
@@ -105,8 +115,7 @@ class Table:
         if self.bold is not None:
             text += "; bold: best of its row per backbone, with an interval against the runner-up above 0"
         if self._any_det():
-            text += ("; (det.): the cell's runs gave identical per-query results over its seeds (or a clean stream "
-                     "run again), so nothing in it is drawn at random: one value, no sd")
+            text += DET_NOTE
         return text
 
     def _any_det(self) -> bool:
@@ -225,7 +234,8 @@ def _title(key: tuple, part: pd.DataFrame) -> str:
     train = part["train_data"].dropna().unique() if "train_data" in part else []
     # a cross-dataset table names the dataset the source model was fine-tuned on
     trained = f", trained on {train[0]}" if scenario == "cross" and len(train) == 1 and train[0] != data else ""
-    return f"{data} {task} ({scenario}{trained})"
+    sides = sides_label(part)
+    return f"{data} {task} ({scenario}{trained})" + (f" | {sides}" if sides else "")
 
 
 def _cell_key(row) -> tuple:
@@ -456,7 +466,8 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
             best = best.reindex(values[metric].index, fill_value=False) if best is not None else None
         seeds, seed_values = _seeds(part, ["task", "row_label", "model", "config"])
         where = f"{data}, trained on {train}" if scenario == "cross" else data
-        title = f"{where} ({scenario})" + (f", {key[3]}" if per_model else "")
+        sides = sides_label(part)
+        title = f"{where} ({scenario})" + (f", {key[3]}" if per_model else "") + (f" | {sides}" if sides else "")
         notes = _failed_notes(part)
         if part["queries"].isna().all():
             notes.append("these runs carry no per-query ranks: no intervals, nothing marked or bold")
@@ -602,6 +613,44 @@ def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Tab
     seeds, seed_values = _seeds(df.assign(one=0), ["one"])
     return Table(title, frame, "per run", seeds, seed_values, digits={label: d for _, label, d in have},
                  notes=_failed_notes(df))
+
+
+#: the hubness statistics of a run (results.json "hubness", docs/methods/metrics.md) and their table headers
+HUBNESS_COLUMNS = (("skewness", "skewness"), ("trunc_skewness", "trunc. normal skewness"),
+                   ("atkinson", "Atkinson (ε 0.5)"), ("robin_hood", "Robin Hood"), ("antihub", "antihub rate"),
+                   ("hub_occurrence", "hub occurrence"))
+
+
+def hubness_tables(df: pd.DataFrame) -> list[Table]:
+    """Per (data, task, scenario): one row per (model, configuration, shift with its side), one column per hubness
+    statistic the runs recorded (:data:`HUBNESS_COLUMNS`), mean over seeds (deterministic cells marked)."""
+    df = complete_columns(df)
+    have = [(k, label) for k, label in HUBNESS_COLUMNS if k in df and df[k].notna().any()]
+    if not have:
+        return []
+    from tta.reporting.collect import shift_caption
+
+    tables = []
+    for key, part in df.groupby(list(KEYS), sort=True):
+        part = part.assign(where=[shift_caption(s, v, t, g) for s, v, t, g in
+                                  zip(part["shift"], part["severity"], part["task"], part["gallery_shift"],
+                                      strict=True)])
+        rows = ["model", "adapter_rank", "config", "level_rank", "where"]
+        groups = part.groupby(rows, sort=True)
+        mean = groups[[k for k, _ in have]].mean()
+        det = groups["deterministic"].all()
+        n = groups["seed"].nunique()
+        index = pd.MultiIndex.from_tuples([(m, c, w) for m, _, c, _, w in mean.index],
+                                          names=["model", "adapter", "shift"])
+        columns = pd.MultiIndex.from_tuples([("", label) for _, label in have])
+        frame = pd.DataFrame(mean.to_numpy(dtype=float), index=index, columns=columns)
+        ks = sorted({int(k) for k in part["hubness_k"].dropna()})
+        about = (f"hubness of the final score matrix at k = {'/'.join(map(str, ks)) if ks else 'unrecorded'} "
+                 f"(docs/methods/metrics.md); mean over up to {int(n.max())} seed(s)")
+        det_frame = pd.DataFrame(np.repeat(det.to_numpy()[:, None], len(have), axis=1), index=index, columns=columns)
+        tables.append(Table(f"{_title(key, part)}: hubness", frame, "hubness", int(n.max()), (), default_digits=3,
+                            about=about, det=det_frame))
+    return tables
 
 
 #: metrics the robustness scores are defined for: higher is better, on a 0-100 scale (RSUM: 0-300)
