@@ -135,7 +135,8 @@ def severity_curves(df: pd.DataFrame, out: Path, title: str, metric: str = "R@1"
 def gain_cost_plot(points: pd.DataFrame, out: Path, title: str, metric: str = "R@1",
                    against: str = "source") -> Path | None:
     """One point per (backbone, adapter): x = its ms/query over ``against``'s, y = the paired ``metric`` gain over
-    ``against`` (mean over the cells) with its 95 % interval as an error bar. ``points`` has columns model, config,
+    ``against`` (mean over all its paired cells, clean included: the win/tie/loss table's mean Δ) with its 95 %
+    interval as an error bar. ``points`` has columns model, config,
     cost_ratio, gain, low, high."""
     points = points.dropna(subset=["cost_ratio", "gain"])
     if points.empty:
@@ -156,7 +157,7 @@ def gain_cost_plot(points: pd.DataFrame, out: Path, title: str, metric: str = "R
     ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_xlabel(f"ms/query relative to {against} (log)", fontsize=8)
-    ax.set_ylabel(f"{metric} gain over {against} (95 % interval)", fontsize=8)
+    ax.set_ylabel(f"mean {metric} gain over {against}, all paired cells (95 % interval)", fontsize=8)
     ax.legend(fontsize=7)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
