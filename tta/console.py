@@ -17,8 +17,13 @@ def print_results(results: dict[str, Any]) -> None:
     if results.get("task") == "comp":
         return
 
-    title = (f"{results['data']} {results['task']} | {results['model']} + {results['adapter']} | "
-             f"{results['shift']} s{results['severity']} | Q={results['num_queries']} G={results['num_gallery']}")
+    from tta.reporting.collect import shift_caption, shift_label
+
+    g = results.get("gallery_shift")
+    shift = shift_caption(results["shift"], results["severity"], results["task"],
+                          shift_label(g["name"], g["severity"]) if g else "none")
+    title = (f"{results['data']} {results['task']} ({results.get('scenario', 'qs')}) | {results['model']} + "
+             f"{results['adapter']} | {shift} | Q={results['num_queries']} G={results['num_gallery']}")
     if (results.get("evaluation") or {}).get("protocol") == "multi_caption":
         title += " | multi-caption"
     table = Table(title=title)

@@ -25,8 +25,11 @@ The ``paper`` layout writes to ``--out`` (default ``<sweep dir>/report``):
 * ``comparisons.md`` / ``.csv`` / ``.tex``: every configuration against source (and ``--baseline``): the paired
   difference, its hierarchical bootstrap interval, the sign-flip p, and win/tie/loss counts
   (:mod:`tta.reporting.compare`); ``gain_cost_*.png``: gain against ms/query ratio, one point per adapter;
-* ``robustness.md`` / ``.csv``: relative and absolute robustness and MMI against the clean reference,
-  aggregated severity -> type -> level (or Schiappa category) -> overall;
+* ``robustness.md`` / ``.csv``: relative and absolute robustness and MMI against the clean reference: a type
+  averages its severities, a level (or Schiappa category) and the overall average types, MMI is flat
+  (docs/methods/metrics.md, "Robustness scores");
+* ``hubness.md`` / ``.csv`` / ``.tex``: the hubness statistics of every cell (skewness, truncated-normal skewness,
+  Atkinson, Robin Hood, antihub rate, hub occurrence);
 * ``categories.md`` / ``.csv`` / ``.tex``: the metric of every run per video category (results.json
   ``by_category``), when the runs have categories;
 * ``kocc_*.png`` (k-occurrence histograms per adapter, Fig. 2), ``sims_*.png`` (score heatmaps of the first 250
@@ -45,7 +48,14 @@ import sys
 from pathlib import Path
 
 from tta.reporting.categories import category_table
-from tta.reporting.collect import export_rows, load_runs, provenance_summary, shift_label
+from tta.reporting.collect import (
+    export_rows,
+    load_runs,
+    provenance_summary,
+    shift_caption,
+    shift_label,
+    sides_label,
+)
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, pooled
 from tta.reporting.pages import render_pages, render_tables
 from tta.reporting.plots import gain_cost_plot, kocc_histograms, severity_curves, sims_heatmaps
@@ -54,6 +64,7 @@ from tta.reporting.tables import (
     ROBUST_METRICS,
     compare_cells,
     comparison_tables,
+    hubness_tables,
     paper_tables,
     robustness_table,
     severity_tables,
@@ -100,10 +111,11 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     comparisons = [t for a, (c, m) in compared.items() for t in comparison_tables(c, m, a, paired)]
     by_severity = severity_tables(df, metric)
     by_category = [t for t in (category_table(df, paired),) if t is not None]  # when the runs have categories
-    for t in (*tables, *by_severity, *by_category):  # where each table's runs come from, printed under it (results.json "provenance")
+    hubness = hubness_tables(df)
+    for t in (*tables, *by_severity, *by_category, *hubness):  # where each table's runs come from, printed under it (results.json "provenance")
         t.provenance = table_provenance(df, t.title)
     for name, group in (("tables", tables), ("comparisons", comparisons), ("severity_tables", by_severity),
-                        ("categories", by_category)):
+                        ("categories", by_category), ("hubness", hubness)):
         if not group:
             continue
         (out / f"{name}.md").write_text("\n\n".join(_with_provenance(t) for t in group) + "\n")
@@ -117,10 +129,12 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     summary = (f"{len(df)} runs, {len(failures)} failed jobs"
                + (f", {len(failed)} run(s) with failed rows ({int(failed['failed_rows'].sum())} rows scored as "
                   f"misses: non-finite scores)" if len(failed) else ""))
-    page = _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary)
+    page = _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary, by_category,
+                 hubness)
     (out / "index.html").write_text(page)
     log.info("report of %s written to %s", summary, out)
-    return {"tables": tables + by_severity, "categories": by_category, "comparisons": comparisons, "robustness": rob,
+    return {"tables": tables + by_severity, "categories": by_category, "hubness": hubness,
+            "comparisons": comparisons, "robustness": rob,
             "figures": [f[2] for f in figures], "html": out / "index.html", "failures": failures, "runs": df,
             "summary": summary}
 
@@ -137,9 +151,11 @@ def _robustness(df, out: Path, compared: dict, robustness: str, reference: str, 
         for why in sorted(set(missing.values())):
             n = sum(1 for w in missing.values() if w == why)
             notes.append(f"{n} cell(s) not paired with {against}: {why}; no interval, not marked")
-    rob_md = _frame_markdown(rob) if not rob.empty else "(no robustness: no clean reference run in the sweep)"
-    rob_head = (f"Robustness of {robustness} against the clean {reference} run, aggregated severity -> type -> "
-                f"{groups} -> overall (sd over the items one level down)")
+    rob_md = robustness_markdown(rob, df) if not rob.empty else "(no robustness: no clean reference run in the sweep)"
+    rob_head = (f"Robustness of {robustness} against the clean {reference} run: γ of a type is the mean over its "
+                f"severities, of a {groups} group and of the overall the mean over their types (± sd over the items "
+                f"averaged); MMI and the perturbed score: the mean of every perturbed score in scope (Qiu et al.); "
+                f"n: the items averaged (severities of a type, types otherwise)")
     (out / "robustness.md").write_text(rob_head + "\n\n" + rob_md + "\n" + "\n".join(f"- {n}" for n in notes) + "\n")
     rob.to_csv(out / "robustness.csv", index=False)
     return rob_head, rob_md, rob, notes
@@ -150,27 +166,73 @@ def _figures(df, out: Path, compared: dict, paired: str, metric: str) -> list[tu
     figures = []
     for against, (comps, _) in compared.items():
         for key, points in _gain_cost_points(df, comps, against).groupby(list(KEYS)):
-            title = f"{' '.join(map(str, key[:2]))} ({key[2]}): gain against cost"
+            runs = df[(df["data"] == key[0]) & (df["task"] == key[1]) & (df["scenario"] == key[2])]
+            sides = sides_label(runs)
+            title = f"{' '.join(map(str, key[:2]))} ({key[2]}){' | ' + sides if sides else ''}: gain against cost"
             path = gain_cost_plot(points, out / f"gain_cost_{_slug(*key, against)}.png", title, paired, against)
             if path:
                 figures.append(("gain", title, path))
-    for (data, task, scenario, shift, severity), part in df.groupby(["data", "task", "scenario", "shift", "severity"]):
-        title = f"{data} {task} ({scenario}) | {shift_label(shift, severity)}"
-        slug = _slug(data, task, scenario, shift_label(shift, severity).replace(" ", ""))
+    df = df.assign(gallery=df["gallery_shift"].fillna("none"))
+    for (data, task, scenario, shift, severity, gallery), part in df.groupby(
+            ["data", "task", "scenario", "shift", "severity", "gallery"]):
+        title = f"{data} {task} ({scenario}) | {shift_caption(shift, severity, task, gallery)}"
+        label = shift_label(shift, severity) + ("" if gallery == "none" else f" gallery {gallery}")
+        slug = _slug(data, task, scenario, label.replace(" ", ""))
         for fn, prefix in ((kocc_histograms, "kocc"), (sims_heatmaps, "sims")):
             path = fn(part.sort_values(["model", "adapter_rank"]), out / f"{prefix}_{slug}.png", title)
             if path:
                 figures.append((prefix, title, path))
     for (data, task, scenario), part in df.groupby(["data", "task", "scenario"]):
-        path = severity_curves(part, out / f"severity_{_slug(data, task, scenario)}.png", f"{data} {task} ({scenario})", metric)
+        sides = sides_label(part)
+        title = f"{data} {task} ({scenario})" + (f" | {sides}" if sides else "")
+        path = severity_curves(part, out / f"severity_{_slug(data, task, scenario)}.png", title, metric)
         if path:
-            figures.append(("severity", f"{data} {task} ({scenario})", path))
+            figures.append(("severity", title, path))
     return figures
 
 
+ROBUSTNESS_HEADERS = {"model": "model", "adapter": "adapter", "scope": "scope", "name": "name", "clean": "clean",
+                      "score": "perturbed", "relative_robustness": "γ^r (relative)",
+                      "absolute_robustness": "γ^a (absolute)", "MMI": "MMI", "n": "n"}
+
+
+def robustness_markdown(rob, df) -> str:
+    """The robustness frame as one readable table per (data, task, scenario, gallery shift): the title names them
+    and the shifted side, the headers are words, γ carries its sd ("0.633 ± 0.231"); the CSV keeps every column."""
+    parts = []
+    for (data, task, scenario, gallery), part in rob.groupby(["data", "task", "scenario", "gallery"], sort=False):
+        runs = df[(df["data"] == data) & (df["task"] == task) & (df["scenario"] == scenario)
+                  & (df["gallery_shift"].fillna("none") == gallery) & (df["shift"] != "clean")]
+        sides = sides_label(runs) if len(runs) else ""
+        title = f"{data} {task} ({scenario})" + (f" | {sides}" if sides else "")
+        if gallery != "none":
+            title += f" | gallery: {gallery}"
+        refs = ", ".join(dict.fromkeys(part["reference"]))
+        cells = []
+        for _, r in part.iterrows():
+            row = []
+            for col in ROBUSTNESS_HEADERS:
+                v = r[col]
+                if col in ("relative_robustness", "absolute_robustness"):
+                    sd = r[f"{col}_sd"]
+                    row.append(f"{v:.3f}" + (f" ± {sd:.3f}" if sd == sd else ""))
+                elif col == "n":
+                    row.append(str(int(v)))
+                elif isinstance(v, float):
+                    row.append("" if v != v else f"{v:.{1 if col in ('clean', 'score') else 3}f}")
+                else:
+                    row.append(str(v))
+            cells.append(row)
+        lines = [f"**{title}** (reference: {refs})", "", "| " + " | ".join(ROBUSTNESS_HEADERS.values()) + " |",
+                 "|" + "---|" * len(ROBUSTNESS_HEADERS)] + ["| " + " | ".join(c) + " |" for c in cells]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
 def _gain_cost_points(df, comps: dict, against: str):
-    """Per (data, task, scenario, model, configuration): the paired gain over ``against`` pooled over its shifted
-    cells, and its ms/query over ``against``'s."""
+    """Per (data, task, scenario, model, configuration): the paired gain over ``against`` averaged over all its
+    paired cells, each weighing the same (the "mean Δ" of the win/tie/loss table: one mean everywhere), and its
+    ms/query over ``against``'s."""
     import pandas as pd
 
     from tta.reporting.collect import CELL
@@ -178,8 +240,7 @@ def _gain_cost_points(df, comps: dict, against: str):
     by_config: dict = {}
     for key, c in comps.items():
         k = dict(zip(CELL, key, strict=True))
-        if k["shift"] != "clean":
-            by_config.setdefault((k["data"], k["task"], k["scenario"], k["model"], k["config"]), []).append(c)
+        by_config.setdefault((k["data"], k["task"], k["scenario"], k["model"], k["config"]), []).append(c)
     rows = []
     for (data, task, scenario, model, config), cs in by_config.items():
         part = df[(df["data"] == data) & (df["task"] == task) & (df["scenario"] == scenario) & (df["model"] == model)]
@@ -225,16 +286,16 @@ def _md_table_to_html(md: str) -> str:
             tag = "th" if not in_table else "td"
             out.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
             if not in_table:
-                out.insert(len(out) - 1, "<table>")
+                out.insert(len(out) - 1, "<div class='scroll'><table>")
                 in_table = True
         else:
             if in_table:
-                out.append("</table>")
+                out.append("</table></div>")
                 in_table = False
             if line.strip():
                 out.append(f"<p>{bold(html.escape(line.lstrip('- ') if line.startswith('- ') else line))}</p>")
     if in_table:
-        out.append("</table>")
+        out.append("</table></div>")
     return "\n".join(out)
 
 
@@ -244,7 +305,8 @@ def _figure(title: str, path) -> str:
             f"<figcaption>{html.escape(title)}</figcaption></figure>")
 
 
-def _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary) -> str:
+def _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures, summary, categories=(),
+          hubness=()) -> str:
     parts = [f"<h1>tta report: {html.escape(str(sweep))}</h1>", f"<p>{html.escape(summary)}</p>",
              "<h2>Tables</h2>"]
     for t in tables:
@@ -257,18 +319,28 @@ def _html(sweep, tables, comparisons, rob_head, rob_md, notes, figures, failures
         parts += [_md_table_to_html(t.to_markdown()) for t in comparisons]
     parts += ["<h2>Robustness</h2>", f"<p>{html.escape(rob_head)}</p>", _md_table_to_html(rob_md)]
     parts += [f"<p>{html.escape(n)}</p>" for n in notes]
+    for heading, group in (("Hubness", hubness), ("Per video category", categories)):
+        if group:
+            parts.append(f"<h2>{heading}</h2>")
+            for t in group:
+                parts.append(_md_table_to_html(t.to_markdown()))
+                if getattr(t, "provenance", None):
+                    parts.append(f"<p class='provenance'>{html.escape(t.provenance)}</p>")
     if failures:
         parts.append("<h2>Failed jobs</h2><ul>" + "".join(
             f"<li>{html.escape(f['dir'])}: {html.escape(' '.join(f['error']))}</li>" for f in failures) + "</ul>")
-    for kind, heading in (("kocc", "k-occurrence histograms (N_15)"),
+    for kind, heading in (("kocc", "k-occurrence histograms (N_k at the k of each run's k_occurrence.json)"),
                           ("sims", "Similarity heatmaps (raw, and ranked within each row so that panels compare)"),
                           ("severity", "R@1 against severity")):
         figs = [f for f in figures if f[0] == kind]
         if figs:
             parts.append(f"<h2>{heading}</h2>")
             parts += [_figure(title, path) for _, title, path in figs]
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;margin:1em 0}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}")
+    # a 1400-px page: wide tables scroll inside their own box instead of widening the page
+    style = ("body{font-family:sans-serif;max-width:1360px;margin:auto;padding:0 8px}"
+             ".scroll{max-width:100%;overflow-x:auto}table{border-collapse:collapse;margin:1em 0;font-size:13px}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{white-space:normal}"
+             "img{max-width:100%}")
     return f"<!doctype html><html><head><meta charset='utf-8'><title>tta report</title><style>{style}</style>" \
            f"</head><body>{''.join(parts)}</body></html>"
 

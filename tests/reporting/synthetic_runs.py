@@ -13,13 +13,16 @@ def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", s
               ranks=None, model: str = "clip4clip", task: str = "v2t", failed=None, ms: float = 10.0,
               adapt_share: float = 0.0, peak_rss_mb: float = 900.0, num_gallery: int = 100,
               shift_seed: int | None = None, with_ranks: bool = True, source_weights: str | None = None,
-              raw: tuple[float, float] | None = None, stream: list[tuple[str, int]] | None = None) -> Path:
+              raw: tuple[float, float] | None = None, stream: list[tuple[str, int]] | None = None,
+              gallery_shift: tuple[str, int] | None = None, config: dict | None = None) -> Path:
     """One run: R@K and the per-query ranks agree (R@1 = 100 * share of rank 1). With ``stream`` (shift, severity
     pairs) it is a continual stream: the ranks are split evenly into its shifts, whose queries repeat the same ids,
-    and results.json has their "segments", as the runner writes them."""
+    and results.json has their "segments", as the runner writes them. ``gallery_shift``: (name, severity) of a
+    shifted gallery; ``config``: the resolved config results.json records (its identity beyond the seed)."""
     ranks = np.asarray(ranks, dtype=np.int32)
     failed = np.zeros(len(ranks), bool) if failed is None else np.asarray(failed, bool)
-    d = root / f"{model}_{task}_{adapter}_{shift}_s{severity}_seed{seed}"
+    gallery = f"_g{gallery_shift[0]}{gallery_shift[1]}" if gallery_shift else ""
+    d = root / f"{model}_{task}_{adapter}_{shift}_s{severity}{gallery}_seed{seed}"
     d.mkdir(parents=True)
     rec = {k: float(100 * np.mean(ranks <= k)) for k in (1, 5, 10, 50)}
     res = {"task": task, "model": model, "adapter": adapter, "posthoc": "none", "shift": shift, "severity": severity,
@@ -32,6 +35,10 @@ def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", s
            "cost": {"ms_per_query": ms, "adapt_share": adapt_share, "peak_rss_mb": peak_rss_mb, "peak_gpu_mb": None}}
     if source_weights is not None:
         res["source_weights"] = source_weights
+    if gallery_shift is not None:
+        res["gallery_shift"] = {"name": gallery_shift[0], "severity": gallery_shift[1]}
+    if config is not None:
+        res["config"] = config
     n_seg = len(stream) if stream else 1
     per = len(ranks) // n_seg
     if stream:

@@ -38,7 +38,11 @@ def test_report_breaks_results_down_by_category(tmp_path):
     assert rows["gaussian s5"].endswith("| 100.0 |  | 0.0 |")
     assert rows["fog s5 + gallery ocr s7"].endswith("| 50.0 | 100.0 |  |")
     assert "queries per category: grass 2, sand 2, sky 2" in text
-    assert any(t.title == "R@1 per video category" for t in out["categories"])
+    # the title names the scenario and the shifted sides (fog on v2t queries; ocr on the gallery's captions)
+    assert [t.title for t in out["categories"]] == ["R@1 per video category: synth v2t (qs) | query and gallery shift"]
+    page = (tmp_path / "sweep" / "report" / "index.html").read_text()
+    assert "<h2>Per video category</h2>" in page and ">grass<" in page and ">sand<" in page
+    assert "<h2>Hubness</h2>" in page
 
 
 def test_no_category_table_without_categories(tmp_path):

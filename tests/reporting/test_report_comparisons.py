@@ -101,8 +101,8 @@ def test_row_files_give_the_same_intervals_as_the_sweep(sweep, tmp_path):
 
 
 def test_runs_from_different_source_weights_are_not_paired(tmp_path):
-    """A method run on a checkpoint trained elsewhere is not compared with source: no interval, no mark, counted
-    as not paired, and the reason survives the row file."""
+    """A method run on a checkpoint trained elsewhere is another experiment: its own table (the data label names
+    the weights), never paired with source, and the split survives the row file."""
     rng = np.random.default_rng(3)
     base = rng.random(N) < 0.3
     write_run(tmp_path, adapter="source", ranks=ranks_with_hits(base, rng), source_weights="aaaa1111bbbb2222")
@@ -113,15 +113,16 @@ def test_runs_from_different_source_weights_are_not_paired(tmp_path):
     df, _ = load_runs([tmp_path])
     for frame in (df, load_runs([export_rows(df, tmp_path / "rows.jsonl")])[0]):
         comps, missing = compare_cells(frame, "source", resamples=200)
-        assert {k[6] for k in comps} == {"sar"} and comps[next(iter(comps))].mark == "better"
-        [(key, why)] = missing.items()
-        assert key[6] == "tent" and why == "different source models (aaaa1111, cccc3333)"
+        assert {k[6] for k in comps} == {"sar"} and comps[next(iter(comps))].mark == "better" and not missing
+        assert frame.loc[frame["config"] == "tent", "data"].tolist() == ["synth (weights cccc3333)"]
     rep = build_report(tmp_path, tmp_path / "r", resamples=200)
     wtl = rep["comparisons"][1].frame
-    assert wtl.loc[("clip4clip", "tent"), ("", "not paired")] == 1
-    assert wtl.loc[("clip4clip", "sar"), ("", "wins")] == 1
-    [table] = [t for t in rep["tables"] if "by severity" not in t.title]
-    assert "source weights aaaa1111, cccc3333" in table.provenance
+    assert ("clip4clip", "tent") not in wtl.index and wtl.loc[("clip4clip", "sar"), ("", "wins")] == 1
+    tables = {t.title: t for t in rep["tables"] if "by severity" not in t.title}
+    assert set(tables) == {"synth (weights aaaa1111) v2t (qs) | query shift",
+                           "synth (weights cccc3333) v2t (qs) | query shift"}
+    table = tables["synth (weights cccc3333) v2t (qs) | query shift"]
+    assert "source weights cccc3333" in table.provenance
     assert not isinstance(table.marks.loc[("clip4clip", "tent"), ("low-level", "gaussian")], str)
 
 

@@ -4,6 +4,8 @@ browser (every image loads, every table renders, no console error, a screenshot)
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -82,17 +84,29 @@ def test_report_html_renders_in_headless_chromium(report, tmp_path):
     _, out = report
     page = Page(tmp_path)
     try:
+        page.call("Emulation.setDeviceMetricsOverride", width=1400, height=900, deviceScaleFactor=1, mobile=False)
         page.open((out / "index.html").resolve().as_uri())
+        # the page is 1400 px wide; the robustness tables fit it whole, with words for headers
+        page_width = page.evaluate("document.documentElement.scrollWidth")
+        robustness = page.evaluate(
+            "(() => { const out = []; let el = [...document.querySelectorAll('h2')]"
+            ".find(h => h.textContent === 'Robustness'); while ((el = el.nextElementSibling) && el.tagName !== 'H2')"
+            " { for (const t of el.querySelectorAll('table')) out.push({width: t.getBoundingClientRect().right,"
+            " heads: [...t.querySelectorAll('th')].map(th => th.textContent)}); } return out; })()")
         images = page.evaluate("[...document.images].map(i => ({ok: i.complete && i.naturalWidth > 0, alt: i.alt}))")
         tables = page.evaluate("[...document.querySelectorAll('table')].map(t => ({rows: t.rows.length, "
                                "cells: t.querySelectorAll('td').length, height: t.getBoundingClientRect().height}))")
         provenance = page.evaluate("document.querySelectorAll('p.provenance').length")
         shot = page.screenshot(tmp_path / "report.png")
+        if keep := os.environ.get("TTA_REPORT_SCREENSHOT"):  # look at the layout: TTA_REPORT_SCREENSHOT=/tmp/r.png
+            shutil.copy(shot, keep)
     finally:
         page.close()
     assert len(images) == len(list(out.glob("*.png"))) >= 3
     assert all(i["ok"] for i in images), [i["alt"] for i in images if not i["ok"]]
     assert tables and all(t["rows"] >= 2 and t["cells"] > 0 and t["height"] > 0 for t in tables)
     assert provenance >= 1
+    assert page_width <= 1400 and robustness and all(t["width"] <= 1400 for t in robustness), (page_width, robustness)
+    assert not any("_" in h for t in robustness for h in t["heads"]), robustness
     assert page.errors == []
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -13,7 +13,7 @@ from tta.reporting.tables import robustness_table, shift_group
 def _run(adapter, shift, severity, r1, r5=None, r10=None, seed=42):
     return {"data": "synth", "task": "v2t", "scenario": "qs", "model": "xpool", "adapter": adapter,
             "adapter_rank": 0 if adapter == "source" else 1, "shift": shift, "severity": severity, "seed": seed,
-            "level": {"clean": "clean", "gaussian": "low", "impulse": "low", "motion_blur": "mid"}[shift],
+            "level": {"clean": "clean", "gaussian": "low", "impulse": "low", "motion_blur": "mid"}.get(shift, "other"),
             "R@1": r1, "R@5": r5 if r5 is not None else r1 + 20, "R@10": r10 if r10 is not None else r1 + 30}
 
 
@@ -38,13 +38,43 @@ def test_two_types_two_severities_by_hand():
     assert overall["score"] == pytest.approx(24.0) and overall["MMI"] == pytest.approx(0.4)
 
 
-def test_types_weigh_equally_within_a_level_and_levels_overall():
-    # gaussian and impulse are both low-level: the low level is their mean, then low and mid weigh equally.
-    # A flat mean over the three (type, severity) cells would give (0.5 + 0.25 + 1.0)/3 = 0.583.
-    rows = aggregate_robustness(40.0, {("low", "gaussian", 5): 20.0, ("low", "impulse", 5): 10.0,
-                                       ("mid", "motion_blur", 5): 40.0})
-    overall = rows[0]
-    assert overall["relative_robustness"] == pytest.approx(((0.5 + 0.25) / 2 + 1.0) / 2)
+def test_hand_example_overall_over_types_and_flat_mmi():
+    # clean 40; low: gaussian s1 30, s5 10, impulse 20; mid: motion_blur 36.
+    # gamma_r per type: gaussian (0.75 + 0.25)/2 = 0.5, impulse 0.5, motion_blur 0.9 -> overall over the three
+    # types 1.9/3 = 0.633 (a mean over levels would give (0.5 + 0.9)/2 = 0.700); MMI over every perturbed score:
+    # (30 + 10 + 20 + 36)/4 = 24 -> (40 - 24)/40 = 0.400 (a mean of level means would give 0.300)
+    rows = aggregate_robustness(40.0, {("low", "gaussian", 1): 30.0, ("low", "gaussian", 5): 10.0,
+                                       ("low", "impulse", 5): 20.0, ("mid", "motion_blur", 3): 36.0})
+    by = {(r["scope"], r["name"]): r for r in rows}
+    overall = by[("overall", "overall")]
+    assert round(overall["relative_robustness"], 3) == 0.633 and round(overall["MMI"], 3) == 0.400
+    assert overall["relative_robustness_sd"] == pytest.approx(0.2309401, abs=1e-6)  # sd(0.5, 0.5, 0.9), over types
+    assert overall["n"] == 3 and overall["score"] == pytest.approx(24.0)
+    low = by[("group", "low")]
+    assert low["relative_robustness"] == pytest.approx(0.5) and low["MMI"] == pytest.approx((40 - 20) / 40)
+    assert by[("group", "mid")]["relative_robustness"] == pytest.approx(0.9)
+
+
+def test_schiappa_grouping_has_no_other_group_and_keeps_natural_text_in_the_overall():
+    df = pd.DataFrame([_run("source", "clean", 0, 40.0), _run("source", "gaussian", 5, 20.0),
+                       _run("source", "fog", 5, 10.0), _run("source", "ocr", 1, 30.0),
+                       _run("source", "drop_nn", 1, 0.0)])
+    rob, notes = robustness_table(df, groups="schiappa")
+    names = set(rob["name"])
+    assert "other" not in names and "fog" not in names and "DropText" in names  # DropText is shown ...
+    overall = rob[rob["scope"] == "overall"].iloc[0]
+    assert overall["n"] == 2 and overall["relative_robustness"] == pytest.approx((0.5 + 0.75) / 2)  # ... not counted
+    assert any("fog" in n for n in notes) and any("DropText" in n for n in notes)
+
+
+def test_a_gallery_shifted_run_is_scored_apart():
+    # "ocr s7" at 30 and "ocr s7 + gallery gaussian s3" at 10 are two benchmarks, not one cell of 20
+    df = pd.DataFrame([_run("source", "clean", 0, 40.0), _run("source", "gaussian", 5, 30.0),
+                       {**_run("source", "gaussian", 5, 10.0), "gallery_shift": "gaussian s3"}])
+    rob, _ = robustness_table(df)
+    overall = rob[rob["scope"] == "overall"].set_index("gallery")
+    assert overall.loc["none", "score"] == pytest.approx(30.0)
+    assert overall.loc["gaussian s3", "score"] == pytest.approx(10.0)
 
 
 def test_report_table_reference_option_seeds_and_rsum():
@@ -78,5 +108,5 @@ def test_schiappa_categories_of_text_and_video_shifts():
     assert shift_group("gender_swap", "schiappa") == "Bias" and shift_group("drop_nn", "schiappa") == "DropText"
     assert shift_group("drop_first", "schiappa") == "Positional" and shift_group("formal", "schiappa") == "TextStyle"
     assert shift_group("gaussian", "schiappa") == "Noise" and shift_group("schiappa_freeze", "schiappa") == "Temporal"
-    assert shift_group("fog", "schiappa") == "other"
+    assert shift_group("fog", "schiappa") is None
     assert shift_group("gaussian", "level") == "low" and shift_group("word_swap", "level") == "word"

@@ -1,6 +1,6 @@
 """Robustness scores of a perturbed run against a clean reference.
 
-Definitions: docs/methods/metrics.md, "Robustness".
+Definitions: docs/methods/metrics.md, "Robustness scores".
 
 - absolute robustness γ^a = 1 − (R^c − R^p)/100 and relative robustness
   γ^r = 1 − (R^c − R^p)/R^c (Schiappa et al., NeurIPS 2022, Sec. 4.3);
@@ -76,21 +76,27 @@ def mmi(clean: float, perturbed_scores: Sequence[float]) -> float:
     return (clean - float(scores.mean())) / clean
 
 
-def aggregate_robustness(clean: float, scores: dict[tuple[str, str, int], float]) -> list[dict]:
-    """Robustness aggregated as Schiappa et al. (Sec. 4.3) do: severity -> type -> group -> overall.
+def aggregate_robustness(clean: float, scores: dict[tuple[str, str, int], float],
+                         overall_excludes: tuple[str, ...] = ()) -> list[dict]:
+    """Robustness aggregated as defined (docs/methods/metrics.md, "Robustness scores"): severity -> type, then
+    types -> group and types -> overall; MMI flat over every perturbed score (Qiu et al.).
 
     Args:
         clean: The clean reference score R^c (percent; RSUM: sum of three).
         scores: ``{(group, type, severity): R^p}``; a group is a HAT-VTR level (low/mid/high, character/word/
             sentence) or a category of Schiappa et al. (Noise, ChangeChar, ...).
+        overall_excludes: groups reported on their own but left out of the overall (Schiappa et al.'s text
+            aggregate keeps natural shifts only).
 
     Returns:
         One dict per scope, overall first, then each group, then each type: ``scope`` ("overall", "group",
-        "type"), ``name``, ``score`` (the aggregated perturbed score), ``relative_robustness`` and
-        ``absolute_robustness`` (means at that scope) with ``*_sd`` (the sample sd over the items one level down:
-        severities of a type, types of a group, groups overall; NaN for one item), ``MMI`` = (R^c - score)/R^c
-        of the aggregated score (Qiu et al.) and ``n`` (items aggregated). Each level averages the level below
-        with equal weight, so a type with five severities counts as much as one with a single severity.
+        "type"), ``name``, ``score`` (the mean of every perturbed score in scope, all severities of all types
+        alike: Qiu et al.'s "ave"), ``relative_robustness`` and ``absolute_robustness`` with ``*_sd`` (the
+        sample sd over the items averaged: severities of a type; types of a group and of the overall; NaN for one
+        item), ``MMI`` = (R^c - score)/R^c and ``n`` (items averaged: severities of a type, types otherwise).
+        γ of a type is the mean over its severities, γ of a group or the overall the mean over its types, each type
+        weighing the same however many severities it has (Schiappa et al., Sec. 4.3); groups do not weigh the
+        overall (a group of one type counts as one type, not as a third of the overall).
     """
     if not scores:
         raise ValueError("no perturbed scores to aggregate")
@@ -98,24 +104,28 @@ def aggregate_robustness(clean: float, scores: dict[tuple[str, str, int], float]
     for (group, kind, _), value in sorted(scores.items(), key=lambda kv: tuple(map(str, kv[0]))):
         types.setdefault((group, kind), []).append(float(value))
 
-    def entry(scope: str, name: str, values: list[float], rel: list[float], ab: list[float]) -> dict:
-        sd = lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan")  # noqa: E731
-        score = float(np.mean(values))
+    def sd(v: list[float]) -> float:
+        return float(np.std(v, ddof=1)) if len(v) > 1 else float("nan")
+
+    def entry(scope: str, name: str, flat: list[float], rel: list[float], ab: list[float]) -> dict:
+        score = float(np.mean(flat))
         return {"scope": scope, "name": name, "clean": float(clean), "score": score,
                 "relative_robustness": float(np.mean(rel)), "relative_robustness_sd": sd(rel),
                 "absolute_robustness": float(np.mean(ab)), "absolute_robustness_sd": sd(ab),
-                "MMI": mmi(clean, [score]), "n": len(values)}
+                "MMI": mmi(clean, flat), "n": len(rel)}
 
-    type_rows = []
+    type_rows = []  # (group, row, the type's perturbed scores)
     for (group, kind), values in types.items():
         rel = [relative_robustness(clean, v) for v in values]
-        type_rows.append((group, entry("type", kind, values, rel, [absolute_robustness(clean, v) for v in values])))
-    group_rows = []
-    for group in dict.fromkeys(g for g, _ in type_rows):
-        members = [r for g, r in type_rows if g == group]
-        group_rows.append(entry("group", group, [r["score"] for r in members],
-                                [r["relative_robustness"] for r in members],
-                                [r["absolute_robustness"] for r in members]))
-    overall = entry("overall", "overall", [r["score"] for r in group_rows], [r["relative_robustness"] for r in group_rows],
-                    [r["absolute_robustness"] for r in group_rows])
-    return [overall, *group_rows, *[r for _, r in type_rows]]
+        row = entry("type", kind, values, rel, [absolute_robustness(clean, v) for v in values])
+        type_rows.append((group, row, values))
+
+    def over(scope: str, name: str, members: list) -> dict:
+        return entry(scope, name, [v for _, _, vals in members for v in vals],
+                     [r["relative_robustness"] for _, r, _ in members],
+                     [r["absolute_robustness"] for _, r, _ in members])
+
+    group_rows = [over("group", g, [t for t in type_rows if t[0] == g]) for g in dict.fromkeys(g for g, _, _ in type_rows)]
+    counted = [t for t in type_rows if t[0] not in overall_excludes]
+    overall = [over("overall", "overall", counted)] if counted else []
+    return [*overall, *group_rows, *[r for _, r, _ in type_rows]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tta.reporting.collect import complete_columns
+from tta.reporting.collect import complete_columns, sides_label
 from tta.reporting.tables import Table, run_shift_label
 
 
@@ -26,4 +26,7 @@ def category_table(df: pd.DataFrame, metric: str = "R@1") -> Table | None:
     frame = pd.DataFrame(values, index=index, columns=columns, dtype=float)
     notes = ["queries per category: " + ", ".join(f"{c} {'/'.join(map(str, n))}" for c, n in counts.items())]
     seeds = tuple(sorted({int(s) for s in runs["seed"]}))
-    return Table(f"{metric} per video category", frame, metric, 1, seeds, group_name="", notes=notes)
+    where = ", ".join(dict.fromkeys(f"{r.data} {r.task} ({r.scenario})" for r in runs.itertuples(index=False)))
+    sides = sides_label(runs)
+    title = f"{metric} per video category: {where}" + (f" | {sides}" if sides else "")
+    return Table(title, frame, metric, 1, seeds, group_name="", notes=notes)

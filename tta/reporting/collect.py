@@ -13,6 +13,7 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from tta.reporting.compare import QueryRanks
@@ -23,8 +24,14 @@ log = logging.getLogger(__name__)
 #: score-refinement methods, HAT-VTR last; adapters not listed follow alphabetically
 ADAPTER_ORDER = ("source", "tent", "read", "sar", "eata", "tcr", "hsm", "qbnorm", "dsl", "hatvtr")
 LEVEL_ORDER = ("clean", "low", "mid", "high", "character", "word", "sentence", "stream")
-#: what makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats
+#: what makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats. The
+#: rest of a run's configuration is part of its identity too (:func:`separate_cells`): runs of other query counts or
+#: source weights get their own ``data`` label, other settings their own ``config`` label, so these columns suffice
 CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config", "shift", "severity", "gallery_shift")
+#: config keys (top level, or a dotted prefix) that never make two runs different cells: the seeds (a cell's repeats
+#: differ in them), where files go and how many workers decode (besides :data:`tta.results.NOT_IDENTITY`)
+NOT_SETUP = ("seed", "shift_seed", "paths", "data.workers")
+FROM, OVERRIDES = "(recorded as)", "overrides"  # run_setup: what a setup was read from
 #: what a run records about its shift (results.json consistency, input_change, query_filter; docs/outputs.md)
 EFFECT = ("top1_unchanged", "top5_overlap", "input_distance", "changed_share", "filtered_share")
 #: the cost columns of a run (results.json "cost"; ms_per_query from time_s)
@@ -57,6 +64,48 @@ def shift_label(shift: str, severity) -> str:
     if shift == "clean" or not severity or pd.isna(severity):
         return shift
     return f"{shift} s{int(severity)}"
+
+
+def shifted_side(shift: str, task: str, gallery_shift: str | None = "none") -> str:
+    """Which side a run shifted: "query", "gallery", "query and gallery" or "none" (clean), from the shift's
+    modality (registry) and the task's query modality (v2t: videos; t2v: texts). A stream shifts its queries."""
+    gallery = gallery_shift not in (None, "none") and not pd.isna(gallery_shift)
+    if shift == "clean":
+        return "gallery" if gallery else "none"
+    if shift == "stream":
+        side = "query"
+    else:
+        from tta.shifts.registry import get_shift
+
+        try:
+            kind = get_shift(shift).kind
+        except KeyError:  # a shift this checkout does not register: say nothing rather than guess
+            return "unknown"
+        side = "query" if (kind == "video") == (task == "v2t") else "gallery"
+    return "query and gallery" if gallery and side == "query" else side
+
+
+def shift_caption(shift: str, severity, task: str, gallery_shift: str | None = "none") -> str:
+    """A run's shift with the side it lands on: "query: gaussian s5", "gallery: gaussian s5" (t2v: the videos are
+    the gallery), "query: ocr s7, gallery: gaussian s3", "clean"."""
+    side = shifted_side(shift, task, gallery_shift)
+    label, gallery = shift_label(shift, severity), str(gallery_shift)
+    if side == "none":
+        return label
+    if side == "query and gallery":
+        return f"query: {label}, gallery: {gallery}"
+    if side == "gallery" and shift == "clean":
+        return f"gallery: {gallery}"
+    return label if side == "unknown" else f"{side}: {label}"
+
+
+def sides_label(part: pd.DataFrame) -> str:
+    """The shifted sides of a table's runs, for its title: "query shift", "gallery shift" or "query and gallery
+    shift" (some runs shift both, or some one side and some the other); "" when every run is clean."""
+    gallery = part["gallery_shift"] if "gallery_shift" in part else pd.Series("none", index=part.index)
+    sides = {shifted_side(s, t, g) for s, t, g in zip(part["shift"], part["task"], gallery, strict=True)}
+    sides = {x for side in sides for x in side.split(" and ") if x in ("query", "gallery")}
+    return " and ".join(x for x in ("query", "gallery") if x in sides) + " shift" if sides else ""
 
 
 def level_label(level: str) -> str:
@@ -106,6 +155,7 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
         row.update(res["retrieval"])
         row["RSUM"] = rsum(res["retrieval"])
         row.update({k: v for k, v in res["hubness"].items() if k != "k"})
+        row["hubness_k"] = res["hubness"].get("k")
         if res.get("retrieval_raw"):  # refining methods: the metrics before score refinement
             row.update({f"{k} raw": v for k, v in res["retrieval_raw"].items()})
             row["skewness raw"] = (res.get("hubness_raw") or {}).get("skewness")
@@ -118,6 +168,7 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
         row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
         row["dir"] = str(file.parent)
         row["source_weights"] = res.get("source_weights")
+        row["setup"] = json.dumps(run_setup(res.get("config") or {}), sort_keys=True)
         row.update(effect_columns(res))
         row.update(provenance_columns(res.get("provenance") or {}))
         row["segments"] = stream_segments(res.get("segments"), row["queries"])
@@ -155,7 +206,7 @@ def stream_segments(segments: list[dict] | None, queries: QueryRanks | None) -> 
 
 
 def _finish(df: pd.DataFrame) -> pd.DataFrame:
-    return _ranks(complete_columns(df))
+    return _ranks(separate_cells(complete_columns(df)))
 
 
 def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
@@ -164,6 +215,7 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
                 "queries": None, "segments": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None,
+                "num_queries": None, "setup": None, "repeats": 1, "deterministic": False, "hubness_k": None,
                 **{f"{k} raw": None for k in RAW},
                 **dict.fromkeys(COST),
                 **dict.fromkeys(EFFECT)}
@@ -177,6 +229,145 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     df["failed_rows"] = df["failed_rows"].fillna(0).astype(int)
     df["queries"] = df["queries"].astype(object).where(df["queries"].notna(), None)
     return df
+
+
+def run_setup(config: dict, overrides: bool = False) -> dict:
+    """Everything a run was configured with that may change its outcome, as flat {dotted key: value}: the
+    resolved config of results.json, or a row's Hydra overrides (``overrides``), without the seeds and the keys
+    that change no outcome (:data:`NOT_SETUP`, :data:`tta.results.NOT_IDENTITY`). A clean shift's severity is no
+    setting: a sweep crossing ``clean`` with severities repeats one configuration under several names. (The keys
+    of :data:`tta.results.NOT_IDENTITY` are dropped where setups are compared, :func:`_setup_labels`: importing
+    tta.results costs seconds.)"""
+    flat = dict(config) if overrides else _flatten(config)
+    out = {FROM: OVERRIDES if overrides else "config"}
+    for key, value in flat.items():
+        if _dropped(key, NOT_SETUP):
+            continue
+        side, _, name = key.partition(".")
+        if name == "severity" and str(flat.get(side, flat.get(f"{side}.name"))) == "clean":
+            continue
+        out[key] = _plain(value)
+    return out
+
+
+def _dropped(key: str, keys) -> bool:
+    """Whether a dotted ``key`` is one of ``keys`` or below one of them."""
+    return any(key == k or key.startswith(f"{k}.") for k in keys)
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _plain(value):
+    """One form for a value from a config and from an override ("3e-5" and 3e-05 are one learning rate)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return json.dumps(value)
+    if str(value).lower() in ("true", "false", "null", "none"):
+        return {"true": True, "false": False}.get(str(value).lower())
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def separate_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """Make :data:`CELL` one configuration: runs that differ in anything but the seed are never pooled.
+
+    * Runs of one (data, task, scenario) over different query counts, and runs of one backbone from different
+      source weights, are different experiments: their ``data`` reads "<data> (100 queries)" or
+      "<data> (weights 1a2b3c4d)" (separate tables). An unrecorded count or digest does not split (unknown is
+      not a difference).
+    * Runs of one cell that differ in another setting (:func:`run_setup`; an adapter's learning rate, a data
+      option) get it in their ``config`` label: "hatvtr (adapter.method.lr=3e-05)". Keys that only one of them
+      records are not compared.
+    * Runs of one cell at one seed are one run repeated (``clean`` swept with severities 1/3/5): the last is
+      kept, ``repeats`` counts them.
+    * ``deterministic``: the cell's runs give identical per-query ranks (identical R@1, R@5, R@10 and skewness
+      where ranks are not recorded) over two seeds or more, or its stream is clean and was repeated: nothing in it
+      is drawn at random, and tables show it once, marked, instead of "± 0.0 (3)".
+    """
+    if df.empty:
+        return df
+    df = df.copy()
+    df["num_queries"] = [None if pd.isna(v) else int(v) for v in df["num_queries"]]
+    df["data"] = _split_label(df, ["data", "task", "scenario", "protocol"], "num_queries",
+                              lambda v: f"{v:,} queries")
+    df["data"] = _split_label(df, ["data", "task", "scenario", "protocol", "train_data", "model"], "source_weights",
+                              lambda v: f"weights {str(v)[:8]}")
+    df["config"] = _setup_labels(df)
+    cell = [c for c in CELL if c in df]
+    key = df[cell].astype(str).agg("|".join, axis=1)
+    run = key + "|" + df["seed"].astype(str) + "|" + df["shift_seed"].astype(str)
+    df["repeats"] = run.map(run.value_counts())
+    df = df[~run.duplicated(keep="last")].copy()
+    key = key[df.index]
+    det = {k: _identical(g) for k, g in df.groupby(key, sort=False)}
+    df["deterministic"] = key.map(det).astype(bool)
+    return df.reset_index(drop=True)
+
+
+def _split_label(df: pd.DataFrame, within: list[str], column: str, name) -> pd.Series:
+    """``data`` with "(name(value))" where the runs of one ``within`` group hold several recorded ``column`` values."""
+    label = df["data"].copy()
+    for _, g in df.groupby([c for c in within if c in df], dropna=False, sort=False):
+        values = g[column].dropna()
+        if values.nunique() > 1:
+            for i, v in g[column].items():
+                if pd.notna(v):
+                    label[i] = f"{label[i]} ({name(v)})"
+    return label
+
+
+def _setup_labels(df: pd.DataFrame) -> pd.Series:
+    """``config`` with the settings that tell apart runs of one cell otherwise (see :func:`separate_cells`)."""
+    label = df["config"].copy()
+    cell = [c for c in CELL if c in df]
+    for _, g in df.groupby(cell, dropna=False, sort=False):
+        setups = {i: json.loads(s) for i, s in g["setup"].items() if isinstance(s, str)}
+        if len({json.dumps(s, sort_keys=True) for s in setups.values()}) < 2:
+            continue
+        from tta.results import NOT_IDENTITY
+
+        keys = sorted(k for s in setups.values() for k in s if k != FROM and not _dropped(k, NOT_IDENTITY))
+        # an override a row does not set is the default (a difference); a key missing from another kind of
+        # record is unknown (no difference)
+        kinds = {s.get(FROM) for s in setups.values()}
+        default = kinds == {OVERRIDES}
+        differ = [k for k in dict.fromkeys(keys) if len({json.dumps(s.get(k, "default")) for s in setups.values()
+                                           if default or k in s}) > 1]
+        for i, s in setups.items():
+            shown = [f"{k}={_short(s[k])}" for k in differ if k in s]
+            if shown:
+                label[i] = f"{label[i]} ({', '.join(shown[:3])}{', ...' if len(shown) > 3 else ''})"
+    return label
+
+
+def _short(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _identical(cell: pd.DataFrame) -> bool:
+    """Whether a cell's runs show that its stream draws nothing at random (see :func:`separate_cells`)."""
+    seeds = cell["seed"].nunique() + cell["shift_seed"].nunique() - 1
+    clean = (cell["shift"] == "clean").all() and (cell["gallery_shift"].fillna("none") == "none").all()
+    if not (seeds > 1 or (clean and int(cell["repeats"].max()) > 1)):
+        return False
+    runs = list(cell["queries"])
+    if all(isinstance(q, QueryRanks) for q in runs):
+        first = runs[0]
+        return all(np.array_equal(q.rank, first.rank) and np.array_equal(q.failed, first.failed) for q in runs[1:])
+    metrics = [m for m in ("R@1", "R@5", "R@10", "skewness") if m in cell]
+    vals = cell[metrics].astype(float)
+    return bool(vals.notna().all().all() and (vals.nunique() == 1).all())
 
 
 def effect_columns(res: dict) -> dict:
@@ -261,10 +452,12 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
                     "failed_rows": int(r.get("failed_rows") or 0), "gallery_shift": r.get("gallery_shift", "none"),
                     "by_category": r.get("by_category"), "source_weights": r.get("source_weights"),
-                    "commit": r.get("commit"),
+                    "commit": r.get("commit"), "setup": json.dumps(run_setup(over, overrides=True), sort_keys=True),
                     **{f"{k} raw": (r.get("raw") or {}).get(k) for k in RAW},
                     **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
                     **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
+            if base["num_queries"] is None and (r.get("per_query") or {}).get("n"):  # older rows: from the ranks
+                base["num_queries"] = int(r["per_query"]["n"])
             if r["config"].endswith(f" seed {base['seed']}"):  # a seed in the label: a repeat of the same cell
                 base["config"] = r["config"][: -len(f" seed {base['seed']}")]
             parts = [(r["shift"], r["severity"], r)]
@@ -355,4 +548,5 @@ def load_runs(sources, segments: bool = False) -> tuple[pd.DataFrame, list[dict]
             failures += fail
     if rows:
         frames.append(load_rows(rows, segments))
-    return pd.concat(frames, ignore_index=True), failures
+    df = pd.concat(frames, ignore_index=True)
+    return (_ranks(separate_cells(df)) if len(frames) > 1 else df), failures

@@ -34,7 +34,8 @@ def _grid(n: int, plt, size: float = 3.0):
 
 
 def kocc_histograms(runs: pd.DataFrame, out: Path, title: str) -> Path | None:
-    """One panel per run (typically the adapters of one shift): the histogram of N_15 (k-occurrence, k = 15)."""
+    """One panel per run (typically the adapters of one shift): the histogram of N_k (k-occurrence at the k of
+    k_occurrence.json, 15 as HAT-VTR Fig. 2), titled with the skewness of that same N_k."""
     plt = _pyplot()
     runs = runs[[Path(d, "k_occurrence.json").exists() for d in runs["dir"]]]
     if runs.empty:
@@ -42,16 +43,29 @@ def kocc_histograms(runs: pd.DataFrame, out: Path, title: str) -> Path | None:
     fig, axes = _grid(len(runs), plt)
     for ax, (_, r) in zip(axes, runs.iterrows(), strict=False):
         occ = json.loads(Path(r["dir"], "k_occurrence.json").read_text())
-        counts = occ["counts"]
+        counts, k = occ["counts"], int(occ["k"])
+        # the skewness of the plotted N_k (the run's table skewness is at its hubness.k, usually 10)
+        skew = _skewness_of(counts, k)
         ax.hist(counts, bins=range(0, max(counts) + 2), color="tab:blue")
-        ax.set_title(f"{r['model']} + {r['adapter']}\nskew {r['skewness']:.2f}, R@1 {r['R@1']:.1f}", fontsize=8)
-        ax.set_xlabel(f"N_{occ['k']}", fontsize=8)
+        ax.set_title(f"{r['model']} + {r.get('config', r['adapter'])}\nskewness of N_{k} {skew:.2f}, "
+                     f"R@1 {r['R@1']:.1f}", fontsize=8)
+        ax.set_xlabel(f"N_{k} (k-occurrence, k = {k})", fontsize=8)
         ax.set_yscale("log")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=90)
     plt.close(fig)
     return out
+
+
+def _skewness_of(counts: list[int], k: int) -> float:
+    """Skewness of a k-occurrence vector as the hubness table computes it (population moments)."""
+    import numpy as np
+
+    from tta.metrics.hubness import _skewness
+
+    n = np.asarray(counts, dtype=np.float64)
+    return _skewness(n - n.mean())
 
 
 def row_ranks(sims):
@@ -97,14 +111,16 @@ def sims_heatmaps(runs: pd.DataFrame, out: Path, title: str) -> Path | None:
 def severity_curves(df: pd.DataFrame, out: Path, title: str, metric: str = "R@1") -> Path | None:
     """One panel per shift with several severities: ``metric`` against severity, a line per (model, adapter)."""
     plt = _pyplot()
-    shifts = [s for s, part in df.groupby("shift") if part["severity"].nunique() > 1]
+    gallery = df["gallery_shift"].fillna("none") if "gallery_shift" in df else pd.Series("none", index=df.index)
+    df = df.assign(panel=[s if g == "none" else f"{s} + gallery {g}" for s, g in zip(df["shift"], gallery, strict=True)])
+    shifts = [s for s, part in df.groupby("panel") if part["severity"].nunique() > 1]
     if not shifts:
         return None
     fig, axes = _grid(len(shifts), plt)
     for ax, shift in zip(axes, shifts, strict=False):
-        part = df[df["shift"] == shift].groupby(["model", "adapter", "severity"])[metric].mean().reset_index()
-        for (model, adapter), line in part.groupby(["model", "adapter"]):
-            ax.plot(line["severity"], line[metric], marker="o", label=f"{model}+{adapter}")
+        part = df[df["panel"] == shift].groupby(["model", "config", "severity"])[metric].mean().reset_index()
+        for (model, config), line in part.groupby(["model", "config"]):
+            ax.plot(line["severity"], line[metric], marker="o", label=f"{model}+{config}")
         ax.set_title(shift, fontsize=8)
         ax.set_xlabel("severity", fontsize=8)
         ax.set_ylabel(metric, fontsize=8)
@@ -119,7 +135,8 @@ def severity_curves(df: pd.DataFrame, out: Path, title: str, metric: str = "R@1"
 def gain_cost_plot(points: pd.DataFrame, out: Path, title: str, metric: str = "R@1",
                    against: str = "source") -> Path | None:
     """One point per (backbone, adapter): x = its ms/query over ``against``'s, y = the paired ``metric`` gain over
-    ``against`` (mean over the cells) with its 95 % interval as an error bar. ``points`` has columns model, config,
+    ``against`` (mean over all its paired cells, clean included: the win/tie/loss table's mean Δ) with its 95 %
+    interval as an error bar. ``points`` has columns model, config,
     cost_ratio, gain, low, high."""
     points = points.dropna(subset=["cost_ratio", "gain"])
     if points.empty:
@@ -140,7 +157,7 @@ def gain_cost_plot(points: pd.DataFrame, out: Path, title: str, metric: str = "R
     ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_xlabel(f"ms/query relative to {against} (log)", fontsize=8)
-    ax.set_ylabel(f"{metric} gain over {against} (95 % interval)", fontsize=8)
+    ax.set_ylabel(f"mean {metric} gain over {against}, all paired cells (95 % interval)", fontsize=8)
     ax.legend(fontsize=7)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()

@@ -27,7 +27,15 @@ import numpy as np
 import pandas as pd
 
 from tta.metrics.robustness import aggregate_robustness
-from tta.reporting.collect import ADAPTER_ORDER, CELL, complete_columns, level_label, shift_label, shift_level
+from tta.reporting.collect import (
+    ADAPTER_ORDER,
+    CELL,
+    complete_columns,
+    level_label,
+    shift_label,
+    shift_level,
+    sides_label,
+)
 from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, Comparison, QueryRanks, compare
 
 KEYS = ("data", "task", "scenario")
@@ -37,6 +45,8 @@ SECOND_DIGITS = {"skewness": 2, "R@5": 1, "R@10": 1}
 
 
 MARKS = {"better": " ▲", "worse": " ▼"}
+DET_NOTE = ("; (det.): the cell's runs gave identical per-query results over its seeds (or a clean stream run again), "
+            "so nothing in it is drawn at random: one value, no sd")
 
 
 @dataclass
@@ -49,7 +59,9 @@ class Table:
     "mean ± sd (n)" when a cell has several); ``marks`` (same shape) holds "better"/"worse" where the paired 95 %
     interval against ``against`` excludes zero (▲/▼); ``bold`` (same shape, bools) marks a best cell of its row
     that is better than the runner-up by the same rule. ``digits`` gives the decimals per column label (default
-    ``default_digits``); ``notes`` are printed under the table (failed rows, missing per-query data).
+    ``default_digits``); ``notes`` are printed under the table (failed rows, missing per-query data). ``det``
+    (same shape, bools) marks cells whose runs are identical over their seeds (collect.separate_cells): printed once
+    as "value (det.)", without sd and n.
     """
 
     title: str
@@ -65,10 +77,19 @@ class Table:
     default_digits: int = 1
     sd: pd.DataFrame | None = None
     n: pd.DataFrame | None = None
+    det: pd.DataFrame | None = None
     marks: pd.DataFrame | None = None
     against: str | None = None
     notes: list = field(default_factory=list)
     about: str | None = None  # replaces the metric/seeds part of the caption (tables of differences, counts)
+
+    def __post_init__(self):
+        if self.det is not None:  # a deterministic cell is one value: no spread, no count of seeds
+            self.det = self.det.astype(object).where(self.det.notna(), False).map(lambda v: bool(v is True or v == 1.0))
+            for name in ("sd", "n"):
+                frame = getattr(self, name)
+                if frame is not None:
+                    setattr(self, name, frame.mask(self.det.reindex_like(frame).fillna(False).astype(bool)))
 
     @property
     def row_names(self) -> list[str]:
@@ -79,7 +100,7 @@ class Table:
 
     def caption(self) -> str:
         if self.about:
-            return f"**{self.title}** ({self.about})"
+            return f"**{self.title}** ({self.about})" + (DET_NOTE if self._any_det() else "")
         what = self.metric + (f" / {self.second_metric}" if self.second_metric else "")
         if self.seeds == 1 and len(self.seed_values) == 1:
             seeds = f"single seed ({self.seed_values[0]}): no sd, n = 1"
@@ -93,7 +114,15 @@ class Table:
                      f"0 (unmarked: the interval spans 0, or the runs cannot be paired)")
         if self.bold is not None:
             text += "; bold: best of its row per backbone, with an interval against the runner-up above 0"
+        if self._any_det():
+            text += DET_NOTE
         return text
+
+    def _any_det(self) -> bool:
+        return self.det is not None and bool(self.det.fillna(False).astype(bool).any().any())
+
+    def _is_det(self, i: int, j: int) -> bool:
+        return self.det is not None and bool(self.det.iat[i, j])
 
     def cells(self, digits: int | None = None, marks: bool = True) -> list[list[str]]:
         """The formatted cells, row by row (spread, seeds, marks, bold and the second value included)."""
@@ -108,9 +137,12 @@ class Table:
                 d = self._digits(c, digits)
                 s = f"{v:.{d}f}"
                 n = self.n.iat[i, j] if self.n is not None else None
-                if n is not None and pd.notna(n) and n > 1 and self.sd is not None and pd.notna(self.sd.iat[i, j]):
+                det = self._is_det(i, j)
+                if det:
+                    s += " (det.)"
+                elif n is not None and pd.notna(n) and n > 1 and self.sd is not None and pd.notna(self.sd.iat[i, j]):
                     s += f" ± {self.sd.iat[i, j]:.{d}f}"
-                if show_n and n is not None and pd.notna(n):
+                if show_n and not det and n is not None and pd.notna(n):
                     s += f" ({int(n)})"
                 if self.bold is not None and bool(self.bold.iat[i, j]):
                     s = f"**{s}**"
@@ -161,6 +193,8 @@ class Table:
                 flat[f"{name} n"] = self.n.iloc[:, j]
             if self.marks is not None:
                 flat[f"{name} vs {self.against}"] = self.marks.iloc[:, j].fillna("")
+            if self._any_det():
+                flat[f"{name} det"] = self.det.iloc[:, j]
         return flat.to_csv(float_format="%.4f")
 
     def to_latex(self, digits: int | None = None) -> str:
@@ -200,7 +234,8 @@ def _title(key: tuple, part: pd.DataFrame) -> str:
     train = part["train_data"].dropna().unique() if "train_data" in part else []
     # a cross-dataset table names the dataset the source model was fine-tuned on
     trained = f", trained on {train[0]}" if scenario == "cross" and len(train) == 1 and train[0] != data else ""
-    return f"{data} {task} ({scenario}{trained})"
+    sides = sides_label(part)
+    return f"{data} {task} ({scenario}{trained})" + (f" | {sides}" if sides else "")
 
 
 def _cell_key(row) -> tuple:
@@ -214,7 +249,8 @@ def seed_groups(df: pd.DataFrame, metric: str = "R@1") -> pd.DataFrame:
     for key, part in df.groupby(list(CELL), dropna=False, sort=False):
         vals = part[metric].astype(float)
         rows.append({**dict(zip(CELL, key, strict=True)), "mean": vals.mean(), "sd": vals.std(ddof=1),
-                     "n": int(vals.notna().sum()), "seeds": tuple(sorted(part["seed"].tolist()))})
+                     "n": int(vals.notna().sum()), "seeds": tuple(sorted(part["seed"].tolist())),
+                     "deterministic": bool(part["deterministic"].all())})
     return pd.DataFrame(rows)
 
 
@@ -298,34 +334,37 @@ def paper_tables(df: pd.DataFrame, metric: str = "R@1", comparisons: dict | None
     comparisons = comparisons or {}
     for key, part in df.groupby(list(KEYS), sort=True):
         sev_count = part.groupby("shift")["severity"].nunique()
-        part = part.assign(column=[shift_label(s, v) if sev_count[s] > 1 else shift_label(s, 0)
-                                   for s, v in zip(part["shift"], part["severity"], strict=True)],
-                           level_name=[level_label(lv) for lv in part["level"]])
+        part = part.assign(column=[run_shift_label(s, v if sev_count[s] > 1 else 0, g) for s, v, g in
+                                   zip(part["shift"], part["severity"], part["gallery_shift"], strict=True)],
+                           level_name=[level_label(lv) for lv in part["level"]],
+                           gallery=part["gallery_shift"].fillna("none"))
         rows_idx = ["model", "adapter_rank", "config"]
-        cols_idx = ["level_rank", "level_name", "shift", "severity", "column"]
+        cols_idx = ["level_rank", "level_name", "shift", "severity", "gallery", "column"]
         stats = part.groupby(rows_idx + cols_idx, sort=True)[metric].agg(["mean", "std", "count"])
         mean = stats["mean"].unstack(cols_idx).sort_index(axis=0).sort_index(axis=1)
         sd = stats["std"].unstack(cols_idx).reindex_like(mean)
         n = stats["count"].unstack(cols_idx).reindex_like(mean)
+        det = part.groupby(rows_idx + cols_idx, sort=True)["deterministic"].all().unstack(cols_idx).reindex_like(mean)
         marks = pd.DataFrame(None, index=mean.index, columns=mean.columns, dtype=object)
         for (model, _, config) in mean.index:
             for col in mean.columns:
                 hit = [c for k, c in comparisons.items() if k[:3] == key and k[5] == model and k[6] == config
-                       and k[7] == col[2] and k[8] == col[3]]
+                       and k[7] == col[2] and k[8] == col[3] and (k[9] or "none") == col[4]]
                 if len(hit) == 1 and hit[0].mark != "tie":
                     marks.loc[(model, _, config), col] = hit[0].mark
         seeds, seed_values = _seeds(part, ["model", "config", "column"])
-        cols = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, _, col in mean.columns])
+        cols = pd.MultiIndex.from_tuples([(lv, col) for _, lv, _, _, _, col in mean.columns])
         index = pd.MultiIndex.from_tuples([(m, c) for m, _, c in mean.index], names=["model", "adapter"])
-        for frame in (mean, sd, n, marks):
+        for frame in (mean, sd, n, marks, det):
             frame.columns, frame.index = cols, index
         shifted = [c for c in mean.columns if c[0] != "clean"]
         if shifted:
             mean[("", "Avg")] = mean[shifted].mean(axis=1)
         digits = _add_cost(mean, part, ["model", "config"], list(index))
-        sd, n, marks = (f.reindex(columns=mean.columns) for f in (sd, n, marks))
+        sd, n, marks, det = (f.reindex(columns=mean.columns) for f in (sd, n, marks, det))
         tables.append(Table(_title(key, part), mean, metric, seeds, seed_values, sd=sd, n=n, marks=marks,
-                            against=against if comparisons else None, digits=digits, notes=_failed_notes(part)))
+                            against=against if comparisons else None, digits=digits, notes=_failed_notes(part),
+                            det=det))
     return tables
 
 
@@ -340,20 +379,23 @@ def severity_tables(df: pd.DataFrame, metric: str = "R@1") -> list[Table]:
         if part.empty:
             continue
         seeds, seed_values = _seeds(part, ["model", "config", "shift", "severity"])
-        index = ["model", "adapter_rank", "config", "level_rank", "level", "shift"]
+        part = part.assign(gallery_label=[run_shift_label(s, 0, g) for s, g in
+                                          zip(part["shift"], part["gallery_shift"], strict=True)])
+        index = ["model", "adapter_rank", "config", "level_rank", "level", "gallery_label"]
         stats = part.groupby(index + ["severity"])[metric].agg(["mean", "std", "count"])
         long = stats["mean"].unstack("severity").sort_index()
         sd = stats["std"].unstack("severity").reindex_like(long)
         n = stats["count"].unstack("severity").reindex_like(long)
+        det = part.groupby(index + ["severity"])["deterministic"].all().unstack("severity").reindex_like(long)
         cols = pd.MultiIndex.from_tuples([("severity", f"s{c}") for c in long.columns])
         rows = pd.MultiIndex.from_tuples([(m, a, level_label(lv), sh) for m, _, a, _, lv, sh in long.index],
                                          names=["model", "adapter", "shift level", "shift"])
-        for frame in (long, sd, n):
+        for frame in (long, sd, n, det):
             frame.columns, frame.index = cols, rows
         long[("", "mean")] = long.mean(axis=1)
-        sd, n = sd.reindex(columns=long.columns), n.reindex(columns=long.columns)
+        sd, n, det = (f.reindex(columns=long.columns) for f in (sd, n, det))
         tables.append(Table(f"{_title(key, part)} by severity", long, metric, seeds, seed_values, sd=sd, n=n,
-                            group_name=""))
+                            group_name="", det=det))
     return tables
 
 
@@ -389,7 +431,8 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
     row with the mean over the shifted rows (not ``clean``) for the columns that have every one of them.
     """
     df = complete_columns(df)
-    df = df.assign(row_label=[shift_label(s, v) for s, v in zip(df["shift"], df["severity"], strict=True)],
+    df = df.assign(row_label=[run_shift_label(s, v, g) for s, v, g in
+                              zip(df["shift"], df["severity"], df["gallery_shift"], strict=True)],
                    first_seen=range(len(df)))
     df = df.sort_values("model", kind="stable")  # backbones (and per-backbone tables) in name order
     comparisons = comparisons or {}
@@ -411,6 +454,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
             values[name] = frame_of(lambda g, name=name: None if g is None else g[name].astype(float).mean())
         sd = frame_of(lambda g: None if g is None else g[metric].astype(float).std(ddof=1))
         n = frame_of(lambda g: None if g is None else float(len(g)))
+        det = frame_of(lambda g: None if g is None else bool(g["deterministic"].all()), object)
         marks = frame_of(lambda g: None if g is None else _mark(comparisons.get(_cell_key(g.iloc[0]))), object)
         best = _bold(values[metric], cell_runs, metric, resamples, seed) if bold else None
         shifted = [i for i, (_, r) in enumerate(rows) if r != "clean"]
@@ -418,18 +462,19 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
             for frame in values.values():
                 sub = frame.iloc[shifted]
                 frame.loc[("mean", f"{len(shifted)} shifts"), :] = sub.mean(axis=0).where(sub.notna().all(axis=0))
-            sd, n, marks = (f.reindex(values[metric].index) for f in (sd, n, marks))
+            sd, n, marks, det = (f.reindex(values[metric].index) for f in (sd, n, marks, det))
             best = best.reindex(values[metric].index, fill_value=False) if best is not None else None
         seeds, seed_values = _seeds(part, ["task", "row_label", "model", "config"])
         where = f"{data}, trained on {train}" if scenario == "cross" else data
-        title = f"{where} ({scenario})" + (f", {key[3]}" if per_model else "")
+        sides = sides_label(part)
+        title = f"{where} ({scenario})" + (f", {key[3]}" if per_model else "") + (f" | {sides}" if sides else "")
         notes = _failed_notes(part)
         if part["queries"].isna().all():
             notes.append("these runs carry no per-query ranks: no intervals, nothing marked or bold")
         tables.append(Table(title, values[metric], metric, seeds, seed_values, second=values.get(second),
                             second_metric=second, bold=best, group_name="model", sd=sd, n=n,
                             marks=marks if comparisons else None, against="source" if comparisons else None,
-                            notes=notes))
+                            notes=notes, det=det))
     return tables
 
 
@@ -570,35 +615,84 @@ def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Tab
                  notes=_failed_notes(df))
 
 
+#: the hubness statistics of a run (results.json "hubness", docs/methods/metrics.md) and their table headers
+HUBNESS_COLUMNS = (("skewness", "skewness"), ("trunc_skewness", "trunc. normal skewness"),
+                   ("atkinson", "Atkinson (ε 0.5)"), ("robin_hood", "Robin Hood"), ("antihub", "antihub rate"),
+                   ("hub_occurrence", "hub occurrence"))
+
+
+def hubness_tables(df: pd.DataFrame) -> list[Table]:
+    """Per (data, task, scenario): one row per (model, configuration, shift with its side), one column per hubness
+    statistic the runs recorded (:data:`HUBNESS_COLUMNS`), mean over seeds (deterministic cells marked)."""
+    df = complete_columns(df)
+    have = [(k, label) for k, label in HUBNESS_COLUMNS if k in df and df[k].notna().any()]
+    if not have:
+        return []
+    from tta.reporting.collect import shift_caption
+
+    tables = []
+    for key, part in df.groupby(list(KEYS), sort=True):
+        part = part.assign(where=[shift_caption(s, v, t, g) for s, v, t, g in
+                                  zip(part["shift"], part["severity"], part["task"], part["gallery_shift"],
+                                      strict=True)])
+        rows = ["model", "adapter_rank", "config", "level_rank", "where"]
+        groups = part.groupby(rows, sort=True)
+        mean = groups[[k for k, _ in have]].mean()
+        det = groups["deterministic"].all()
+        n = groups["seed"].nunique()
+        index = pd.MultiIndex.from_tuples([(m, c, w) for m, _, c, _, w in mean.index],
+                                          names=["model", "adapter", "shift"])
+        columns = pd.MultiIndex.from_tuples([("", label) for _, label in have])
+        frame = pd.DataFrame(mean.to_numpy(dtype=float), index=index, columns=columns)
+        ks = sorted({int(k) for k in part["hubness_k"].dropna()})
+        about = (f"hubness of the final score matrix at k = {'/'.join(map(str, ks)) if ks else 'unrecorded'} "
+                 f"(docs/methods/metrics.md); mean over up to {int(n.max())} seed(s)")
+        det_frame = pd.DataFrame(np.repeat(det.to_numpy()[:, None], len(have), axis=1), index=index, columns=columns)
+        tables.append(Table(f"{_title(key, part)}: hubness", frame, "hubness", int(n.max()), (), default_digits=3,
+                            about=about, det=det_frame))
+    return tables
+
+
 #: metrics the robustness scores are defined for: higher is better, on a 0-100 scale (RSUM: 0-300)
 ROBUST_METRICS = ("R@1", "R@5", "R@10", "R@50", "RSUM")
 
 
-def shift_group(shift: str, groups: str = "level") -> str:
+def shift_group(shift: str, groups: str = "level") -> str | None:
     """The group a shift is aggregated in: its HAT-VTR level (``level``) or its category of Schiappa et al.
     (``schiappa``: Noise/Blur/Temporal/Camera/Digital for video, ChangeChar/AddText/Bias/DropText/Positional/
-    SwapText/TextStyle for text; "other" for shifts outside their suite)."""
+    SwapText/TextStyle for text; None for a shift outside their suite, which their aggregates do not count)."""
     if groups == "level":
         return shift_level(shift)
     if groups == "schiappa":
         from tta.shifts.text.schiappa import SCHIAPPA_TEXT_CATEGORY
         from tta.shifts.video.schiappa import MLVP_SCHIAPPA_CATEGORY, SCHIAPPA_CATEGORY
 
-        return ({**SCHIAPPA_CATEGORY, **MLVP_SCHIAPPA_CATEGORY, **SCHIAPPA_TEXT_CATEGORY}).get(shift, "other")
+        return ({**SCHIAPPA_CATEGORY, **MLVP_SCHIAPPA_CATEGORY, **SCHIAPPA_TEXT_CATEGORY}).get(shift)
     raise ValueError(f"unknown robustness grouping {groups!r}; use level or schiappa")
+
+
+def _not_aggregated(groups: str) -> tuple[str, ...]:
+    """The groups reported but left out of the overall: Schiappa et al.'s synthetic text categories."""
+    if groups != "schiappa":
+        return ()
+    from tta.shifts.text.schiappa import SCHIAPPA_TEXT_NOT_AGGREGATED
+
+    return SCHIAPPA_TEXT_NOT_AGGREGATED
 
 
 def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "source",
                      groups: str = "level") -> tuple[pd.DataFrame, list[str]]:
-    """Robustness of every (model, configuration), aggregated severity -> type -> group -> overall
-    (:func:`~tta.metrics.robustness.aggregate_robustness`; docs/methods/metrics.md).
+    """Robustness of every (model, configuration), aggregated severity -> type -> group and type -> overall
+    (:func:`~tta.metrics.robustness.aggregate_robustness`; docs/methods/metrics.md, "Robustness scores").
 
     ``reference``: ``source`` (the clean source run of the (data, task, scenario, model), shared by all methods) or
     ``own`` (the configuration's own clean run). ``groups``: ``level`` (HAT-VTR low/mid/high, character/word/
-    sentence) or ``schiappa`` (:func:`shift_group`). Scores are means over seeds. One line per (model,
-    configuration, scope) with scope overall, a group or a type; columns relative (γ^r) and absolute (γ^a)
-    robustness with their sd over the next level down, MMI (Qiu et al.) and the number of items aggregated.
-    Groups without the clean reference get no row, and a note says what to add.
+    sentence) or ``schiappa`` (:func:`shift_group`; shifts outside their suite are left out, with a note, and
+    their synthetic text categories are shown but not counted in the overall). Scores are means over seeds. Runs
+    with a gallery shift are scored apart from the query-only runs (column ``gallery``): another benchmark, not
+    another type. One line per (model, configuration, gallery, scope) with scope overall, a group or a type;
+    columns relative (γ^r) and absolute (γ^a) robustness with their sd, MMI (Qiu et al.) and the number of items
+    averaged. Groups without the clean reference get no row, and a note says what to add.
 
     Raises:
         ValueError: for a metric the scores are meaningless for (ranks, skewness, ...): see ROBUST_METRICS.
@@ -609,13 +703,15 @@ def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "so
     if reference not in ("source", "own"):
         raise ValueError(f"unknown robustness reference {reference!r}; use source or own")
     df = complete_columns(df)
-    rows, notes = [], []
+    df["gallery_shift"] = df["gallery_shift"].fillna("none")
+    rows, notes, outside = [], [], set()
     for key, part in df.groupby(list(KEYS), sort=True):
         for model, mpart in part.groupby("model", sort=True):
-            clean_runs = mpart[mpart["shift"] == "clean"]
-            shifted = mpart[mpart["shift"] != "clean"]
-            for _, config, cpart in sorted(((g["adapter_rank"].iloc[0], c, g) for c, g in shifted.groupby("config")),
-                                           key=lambda t: (t[0], t[1])):
+            clean_runs = mpart[(mpart["shift"] == "clean") & (mpart["gallery_shift"] == "none")]
+            shifted = mpart[(mpart["shift"] != "clean") | (mpart["gallery_shift"] != "none")]
+            for _, config, gallery, cpart in sorted(((g["adapter_rank"].iloc[0], c, gs, g) for (c, gs), g
+                                                     in shifted.groupby(["config", "gallery_shift"])),
+                                                    key=lambda t: (t[0], t[1], t[2] != "none", t[2])):
                 ref_config = "source" if reference == "source" else config
                 ref = clean_runs[clean_runs["config"] == ref_config][metric].astype(float)
                 if ref.dropna().empty:
@@ -623,10 +719,21 @@ def robustness_table(df: pd.DataFrame, metric: str = "R@1", reference: str = "so
                                  f"adapter={ref_config} shift=clean to the sweep")
                     continue
                 cells = cpart.groupby(["shift", "severity"])[metric].mean()
-                scores = {(shift_group(sh, groups), sh, sev): float(v) for (sh, sev), v in cells.items() if pd.notna(v)}
+                scores = {}
+                for (sh, sev), v in cells.items():
+                    group = shift_group(sh, groups)
+                    if group is None:
+                        outside.add(sh)
+                    elif pd.notna(v):
+                        scores[(group, sh, sev)] = float(v)
                 if not scores:
                     continue
-                for r in aggregate_robustness(float(ref.mean()), scores):
+                for r in aggregate_robustness(float(ref.mean()), scores, _not_aggregated(groups)):
                     rows.append({"data": key[0], "task": key[1], "scenario": key[2], "model": model,
-                                 "adapter": config, "reference": f"clean {ref_config}", **r})
+                                 "adapter": config, "gallery": gallery, "reference": f"clean {ref_config}", **r})
+    if outside:
+        notes.append(f"not in the suite of Schiappa et al., left out of their categories: {', '.join(sorted(outside))}")
+    if groups == "schiappa" and any(r["scope"] == "group" and r["name"] in _not_aggregated(groups) for r in rows):
+        notes.append(f"{' and '.join(_not_aggregated(groups))}: shown, not counted in the overall (Schiappa et al. "
+                     f"aggregate natural text shifts only)")
     return pd.DataFrame(rows), notes

@@ -199,3 +199,6 @@ SCHIAPPA_TEXT_CATEGORY = {
     **dict.fromkeys(("formal", "casual", "passive", "active", "formal_approx", "casual_approx", "passive_approx",
                      "active_approx"), "TextStyle"),
 }
+#: the categories Schiappa et al. report but leave out of their text aggregate, which keeps natural shifts only
+#: (Table 4: no Positional, no DropText)
+SCHIAPPA_TEXT_NOT_AGGREGATED = ("Positional", "DropText")
