@@ -34,10 +34,18 @@ class Scenario:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Scenario:
+        """The run's scenario; options that cannot work (a shift's missing weights, a dataset root that does not
+        exist) are refused here, before any stage."""
+        from tta.data.registry import check_root
+        from tta.models.towers import EMBEDDED
+
         task = str(cfg.task)
         shifts = stream_shifts(cfg, query_side_of(task))
-        return cls(name=str(cfg.scenario.name), task=task, shifts=shifts,
-                   train_data=train_data_config(cfg), checkpoint=str(cfg.scenario.get("checkpoint") or cfg.model.checkpoint),
+        train_data, checkpoint = train_data_config(cfg), str(cfg.scenario.get("checkpoint") or cfg.model.checkpoint)
+        check_root(cfg.data)
+        if checkpoint == "auto" and cfg.model.get("arch") == EMBEDDED:  # fine-tuned on train_data at first use
+            check_root(train_data)
+        return cls(name=str(cfg.scenario.name), task=task, shifts=shifts, train_data=train_data, checkpoint=checkpoint,
                    reset=cfg.scenario.get("reset"), gallery=configured_gallery_shift(cfg, query_side_of(task), shifts))
 
     @property

@@ -32,7 +32,7 @@ import torch
 from tta.media.frames import uniform_frame_indices
 from tta.media.transforms import pad_frames
 from tta.media.video import read_all_frames, read_frames, video_frame_count, video_header
-from tta.utils.forking import fork_safe
+from tta.utils.forking import fork_safe, loader_worker_init
 from tta.utils.io import load_cached, save_cached
 from tta.utils.progress import progress_iter
 
@@ -126,7 +126,7 @@ class FrameCache:
             from torch.utils.data import DataLoader
 
             loader = DataLoader(missing, batch_size=None, num_workers=min(workers, len(missing)),
-                                collate_fn=self._decode_entry)
+                                collate_fn=self._decode_entry, worker_init_fn=loader_worker_init)
             # a worker loader draws its base seed from torch's global generator: decoding must not move it, or the
             # worker count would change what is trained or adapted after it
             with fork_safe(), torch.random.fork_rng(devices=[]):

@@ -26,6 +26,7 @@ from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoI
 from tta.models.encode import EncodeSetting
 from tta.models.retrieval import RetrievalModel
 from tta.shifts import shift_device
+from tta.utils.forking import loader_worker_init
 
 
 class RetrievalDataModule(L.LightningDataModule):
@@ -168,7 +169,8 @@ class RetrievalDataModule(L.LightningDataModule):
         # cache their outcomes for results.json (tta.shifts.registry.implementation_record)
         workers = loader_workers(self.cfg) if self.query_side == "video" else 0
         return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.cfg.batch_size, self.start_batch),
-                          num_workers=workers, collate_fn=SegmentCollate(Collate(tokenizer)))
+                          num_workers=workers, collate_fn=SegmentCollate(Collate(tokenizer)),
+                          worker_init_fn=loader_worker_init)
 
     def num_batches(self) -> int:
         """Batches left to stream (after ``start_batch``)."""

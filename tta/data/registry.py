@@ -44,12 +44,26 @@ def dataset_root(data_cfg: DictConfig, cache: Path) -> Path:
 
         builder = instantiate(data_cfg.synth, name=data_cfg.name)
         return builder.build(cache / "data", workers=data_cfg.get("workers", 2))
-    if not data_cfg.get("root"):
-        layout_help = getattr(split_reader(data_cfg), "layout_help", None)
-        layout = layout_help("<root>") if layout_help else ""
-        env = data_cfg.get("root_env") or "its environment variable"
-        raise ValueError(f"data={data_cfg.name} needs data.root (or {env}) pointing at the dataset.\n{layout}")
+    check_root(data_cfg)
     return Path(data_cfg.root)
+
+
+def check_root(data_cfg: DictConfig) -> None:
+    """One line for a dataset whose root is not set or is not a directory, before any stage reads (or trains on) it;
+    a generated dataset without a root and exported features have none to check."""
+    generated = "_target_" in (data_cfg.get("synth") or {})
+    if data_cfg.get("features") or (generated and not data_cfg.get("root")):
+        return
+    root, env = data_cfg.get("root"), data_cfg.get("root_env") or "its environment variable"
+    layout_help = getattr(split_reader(data_cfg), "layout_help", None) if data_cfg.get("reader") else None
+    files = [line.split()[0] for line in (layout_help("<root>") if layout_help else "").splitlines()
+             if line.strip().startswith("root/")]
+    expected = f" holding {', '.join(files)}" if files else ""
+    if not root:
+        raise ValueError(f"data={data_cfg.name} needs data.root (or {env}): the dataset's directory{expected}")
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"data={data_cfg.name}: data.root={root} is not a directory; set data.root (or {env}) "
+                                f"to the dataset's directory{expected}")
 
 
 def load_pairs(data_cfg: DictConfig, split: str, cache: Path, drop_missing: bool | None = None) -> list[VideoTextPair]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from tta.models.retrieval import RetrievalModel
-from tta.utils.forking import fork_safe
+from tta.utils.forking import fork_safe, loader_worker_init
 
 # trainer.precision -> the autocast dtype of encoding (None: float32, no autocast)
 AUTOCAST = {"32-true": None, "32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
@@ -107,7 +107,8 @@ def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n:
     items = list(range(n)) if items is None else list(items)
     workers = setting.workers if len(items) > batch_size else 0
     pin = torch.device(setting.device).type == "cuda"
-    batches = DataLoader(items, batch_size=batch_size, num_workers=workers, collate_fn=_Stack(load), pin_memory=pin)
+    batches = DataLoader(items, batch_size=batch_size, num_workers=workers, collate_fn=_Stack(load), pin_memory=pin,
+                         worker_init_fn=loader_worker_init)
     out = []
     with on_device(model, setting), fork_safe():
         for clips in _shown(batches, len(batches), progress):

@@ -93,13 +93,25 @@ def check_severity(info: ShiftInfo, severity: int) -> int:
     return int(severity)
 
 
-def check_options(name: str, options: dict) -> None:
-    """One-line errors for options a run can check before streaming (a shift raising inside a loader worker
-    would reach the user wrapped in the worker's traceback)."""
-    if name in ("motion_blur", "video_defocus"):
-        from tta.shifts.video.flow_blur import check_flow_options
+_CHECKS: dict[str, Callable[[dict], None]] = {}
 
-        check_flow_options(options.get("flow", "farneback"), options.get("flow_scale", 1.0))
+
+def register_check(*names: str):
+    """Register ``check(options)`` for the shifts ``names``: it raises a one-line ValueError / FileNotFoundError for
+    options that cannot work (a missing weights file, a model path that is not set), so a run refuses them before
+    any stage, not from inside a loader worker after the gallery is encoded."""
+    def wrap(fn: Callable[[dict], None]):
+        for name in names:
+            _CHECKS[name] = fn
+        return fn
+
+    return wrap
+
+
+def check_options(name: str, options: dict) -> None:
+    """Run the check the shift ``name`` registered (:func:`register_check`), if any, on its options."""
+    if (check := _CHECKS.get(name)) is not None:
+        check(options)
 
 
 def video_names() -> list[str]:

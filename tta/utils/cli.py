@@ -45,7 +45,9 @@ def user_error_line(e: BaseException) -> str | None:
     # a video that cannot be decoded is the user's file; its class is looked up only where video code was loaded
     video = sys.modules.get("tta.media.video")
     if isinstance(e, USER_ERRORS) or (video is not None and isinstance(e, video.VideoDecodeError)):
-        return str(e).replace("\n", " ")
+        from tta.utils.forking import worker_message  # an error of a loader worker: its own message
+
+        return worker_message(e).replace("\n", " ")
     if isinstance(e, OSError) and e.errno is not None:  # the file system, not the code: permissions, space, paths
         where = f" {e.filename}" if e.filename else ""
         what = {errno.ENOSPC: "no space left on device writing{where}: free space or point hydra.run.dir / "
@@ -102,9 +104,11 @@ def _target_hint(target: str) -> str:
 
 
 def exit_with_line(line: str, to_log: bool = True) -> NoReturn:
-    """Print ``line`` (and write it to the run's log, where the run has one) and exit with 2."""
+    """Print ``line`` (and write it to the run's log file, where the run has one) and exit with 2."""
     if to_log:
-        log.error("%s", line)
+        from tta.utils.logs import log_to_files  # the console gets the line once, below
+
+        log_to_files(log, logging.ERROR, line)
     print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
     sys.exit(2)
 

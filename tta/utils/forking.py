@@ -10,6 +10,10 @@ Python-level stop handler (tta.utils.signals) could miss the SIGTERM of ``Pool.t
 only when a blocking call returns, and a signal that trips it just before the worker blocks on the task queue's
 lock, or before the worker has reset its handler, is dropped; the pool's exit then waits for that worker forever.
 So the stop signals are blocked across the fork and unblocked by the worker only after it has reset them.
+
+DataLoader workers (:func:`loader_worker_init`) ignore both stop signals instead: a terminal's Ctrl-C and a
+scheduler's SIGTERM reach the whole process group, and a worker that died or raised on them would fail the batch
+the main process is finishing before it checkpoints. The main process owns the stop and shuts its workers down.
 """
 
 from __future__ import annotations
@@ -50,6 +54,29 @@ def fork_pool(workers: int, initializer: Callable[[], object] | None = None) -> 
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         with pool:
             yield pool
+
+
+def loader_worker_init(worker_id: int) -> None:
+    """``worker_init_fn`` of every DataLoader with workers: SIGINT and SIGTERM ignored (see the module docstring).
+    A signal that comes between the fork and this call meets the inherited stop handler, which ignores it in a
+    child (tta.utils.signals)."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def worker_message(e: BaseException) -> str:
+    """The message of ``e``; for an error raised in a DataLoader worker, which torch re-raises in the main process
+    with the worker's whole traceback as its message, the worker's own message alone."""
+    text = str(e)
+    if "in DataLoader worker process" not in text or "Original Traceback" not in text:
+        return text
+    lines = text.rstrip().splitlines()
+    name = type(e).__name__
+    for i in range(len(lines) - 1, -1, -1):  # the last "<Type>: message" line opens the original message
+        head, sep, rest = lines[i].partition(": ")
+        if sep and (head == name or head.endswith("." + name)):
+            return "\n".join([rest, *lines[i + 1:]])
+    return text
 
 
 class _WorkerStart:

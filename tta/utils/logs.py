@@ -20,8 +20,8 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode.*")
     # the loader's processes are `loader_workers` (0 on purpose when shifts run on the GPU: CUDA cannot fork)
     warnings.filterwarnings("ignore", message=r".*does not have many workers which may be a bottleneck.*")
-    # a run is not launched by srun on purpose (SLURM jobs come from hydra/launcher=slurm), on every job of a sweep
-    warnings.filterwarnings("ignore", message=r".*The `srun` command is available on your system but is not used.*")
+    # a run is one process on purpose (SLURM jobs come from hydra/launcher=slurm and already run under srun)
+    warnings.filterwarnings("ignore", message=r".*The `srun` command is available on your system.*")
     _single_lightning_console()
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logger = logging.getLogger(name)
@@ -38,3 +38,15 @@ def _single_lightning_console() -> None:
     if root.handlers and top.propagate:
         for handler in [h for h in top.handlers if type(h) is logging.StreamHandler]:
             top.removeHandler(handler)
+
+
+def log_to_files(logger: logging.Logger, level: int, line: str) -> None:
+    """``line`` to the file handlers of ``logger`` and its ancestors only, not to a console: for a line the caller
+    prints itself (Hydra's job logging has a console handler, which would print it a second time)."""
+    record = logger.makeRecord(logger.name, level, __file__, 0, "%s", (line,), None)
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if isinstance(handler, logging.FileHandler) and level >= handler.level:
+                handler.handle(record)
+        current = current.parent if current.propagate else None

@@ -66,6 +66,7 @@ class StopSignals:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.in_stream = False
+        self._pid = os.getpid()  # forked loader workers inherit the handler until they reset it: they ignore it
         self.requeue: Callable | None = None
         self._previous: dict[int, Any] = {}
 
@@ -88,6 +89,8 @@ class StopSignals:
         self._previous = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self._pid:  # a forked worker before its worker_init_fn: the main process owns the stop
+            return
         if self.signum is not None:  # the second signal: stop now, the default way
             log.warning("received %s again: stopping at once", signal.Signals(signum).name)
             signal.signal(signum, signal.SIG_DFL)

@@ -187,6 +187,22 @@ class CheckOutputDir(Callback):
         _check_writable(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
 
 
+class SweepNeedsMultirun(Callback):
+    """A config that defines a sweep (``experiment=<name>``: ``hydra.sweeper.params``) started without ``-m`` would
+    silently run the defaults once: refuse it in one line with the command to use, exit code 2."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if not (config.hydra.get("sweeper") or {}).get("params"):
+            return
+        import shlex
+        import sys
+
+        choice = (config.hydra.runtime.get("choices") or {}).get("experiment")
+        what = f"experiment={choice}" if choice else "this config (hydra.sweeper.params)"
+        exit_with_line(f"{what} is a sweep: run it with -m: python -m tta.run -m {shlex.join(sys.argv[1:])}",
+                       to_log=False)
+
+
 class CheckSweepChoices(Callback):
     """A misspelt config-group choice anywhere in a sweep (``-m adapter=tent,tnet``, or in an experiment's
     ``hydra.sweeper.params``): one line and exit code 2 before the first job runs. Hydra composes each job only when

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import random
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 
+from tta.shifts.registry import register_check
 from tta.shifts.text.core import SENTENCE_SEVERITIES, TextOutcome, outcome, text_shift
 from tta.shifts.text.similarity import filter_options, semantic_filter
 
+REVERSE_MISSING = "back_translation needs shift.options.reverse_model_path (the pivot→English model)"
 STYLE_PREFIX = {"formal": "transfer Casual to Formal: ", "casual": "transfer Formal to Casual: ",
                 "passive": "transfer Active to Passive: ", "active": "transfer Passive to Active: "}
 
@@ -62,6 +65,32 @@ def generate(path: str, text: str, rng: random.Random, *, prefix: str = "", devi
     return tok.decode(ids[0], skip_special_tokens=True).strip()
 
 
+def _local_model(key: str, path) -> None:
+    """A one-line error unless ``path`` is a local directory or a model id already in the Hugging Face cache
+    (the checkpoints load with ``local_files_only``)."""
+    if Path(path).is_dir():
+        return
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(str(path), "config.json"), str):
+            return
+    except Exception:  # noqa: BLE001 - not a valid model id: the error below says what to give
+        pass
+    raise FileNotFoundError(f"shift.options.{key}={path} is neither a directory nor a model in the Hugging Face "
+                            f"cache; give the directory of a local transformers checkpoint")
+
+
+def _check_model_options(name: str):
+    def check(options: dict) -> None:
+        _local_model("model_path", _need(name, options.get("model_path")))
+        if name == "back_translation":
+            if not options.get("reverse_model_path"):
+                raise ValueError(REVERSE_MISSING)
+            _local_model("reverse_model_path", options["reverse_model_path"])
+    return check
+
+
 def _need(name: str, model_path) -> str:
     if not model_path:
         raise ValueError(f"the shift {name!r} runs a real model and needs shift.options.model_path (a local "
@@ -75,7 +104,7 @@ def back_translation(text: str, severity: int, rng: random.Random, model_path=No
     """Back-translation through a pivot language with two local models (docs/shifts/text.md, sentence level; WMT19 en→de→en in the paper)."""
     fwd = _need("back_translation", model_path)
     if not reverse_model_path:
-        raise ValueError("back_translation needs shift.options.reverse_model_path (the pivot→English model)")
+        raise ValueError(REVERSE_MISSING)
     if not text.strip():
         return outcome(text, text)
     mid = generate(fwd, text, rng, num_beams=num_beams, max_length=max_length, device=device)
@@ -108,3 +137,5 @@ def _style(name: str) -> None:
 
 for _name in STYLE_PREFIX:
     _style(_name)
+for _name in ["back_translation", *STYLE_PREFIX]:
+    register_check(_name)(_check_model_options(_name))

@@ -47,14 +47,20 @@ def decoder() -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def load_adain(weights_dir: str | os.PathLike, device: torch.device | str = "cpu") -> tuple[nn.Module, nn.Module]:
-    """(encoder up to relu4_1, decoder) in eval mode, from ``weights_dir/{vgg_normalised,decoder}.pth``."""
+def check_weights(weights_dir: str | os.PathLike) -> Path:
+    """``weights_dir`` as a Path when it holds both weight files; a one-line FileNotFoundError otherwise."""
     root = Path(weights_dir)
     missing = [f for f in WEIGHT_FILES if not (root / f).is_file()]
     if missing:
         raise FileNotFoundError(f"AdaIN weights {missing} not found in {root}. Download vgg_normalised.pth and "
                                 "decoder.pth (naoto0804/pytorch-AdaIN releases) into that directory, or use the "
                                 "approximation: shift=style_transfer_approx.")
+    return root
+
+
+def load_adain(weights_dir: str | os.PathLike, device: torch.device | str = "cpu") -> tuple[nn.Module, nn.Module]:
+    """(encoder up to relu4_1, decoder) in eval mode, from ``weights_dir/{vgg_normalised,decoder}.pth``."""
+    root = check_weights(weights_dir)
     vgg = normalised_vgg()
     vgg.load_state_dict(torch.load(root / WEIGHT_FILES[0], map_location="cpu", weights_only=True))
     dec = decoder()

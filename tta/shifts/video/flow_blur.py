@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from tta.media.frames import uniform_frame_indices
-from tta.shifts.registry import register_batched, register_video_shift
+from tta.shifts.registry import register_batched, register_check, register_video_shift
 from tta.shifts.video.common import ShiftContext, WholeVideoNeeded
 from tta.shifts.video.motion_store import ClipMotion, MotionStore, flow_frames
 
@@ -69,6 +69,11 @@ def check_flow_options(method: str, scale: float) -> None:
         raise ValueError(f"shift.options.flow must be one of {list(FLOW_METHODS)}, got {method!r}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 1:
         raise ValueError(f"shift.options.flow_scale must be in (0, 1], got {scale!r}")
+
+
+@register_check("motion_blur", "video_defocus")
+def _check_options(options: dict) -> None:
+    check_flow_options(options.get("flow", "farneback"), options.get("flow_scale", 1.0))
 
 
 def _flow_fn(method: str):

@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 import torch
 
-from tta.shifts.registry import register_video_shift
+from tta.shifts.registry import register_check, register_video_shift
 from tta.shifts.video.common import numpy_rng, python_rng, to_uint8, to_unit
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,15 @@ def style_transfer_approx(frames: torch.Tensor, severity: int, generator: torch.
     """
     style = _style_or_passthrough(generator, style_dir, allow_passthrough)
     return frames.clone() if style is None else lab_transfer(frames, style, STYLE_ALPHA[severity - 1])
+
+
+@register_check("style_transfer")
+def _check_weights(options: dict) -> None:
+    from tta.shifts.video.adain import check_weights
+
+    if not options.get("weights_dir"):
+        raise ValueError(ADAIN_MISSING)
+    check_weights(options["weights_dir"])
 
 
 @register_video_shift("style_transfer", level="high")
