@@ -88,6 +88,7 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     from tta.scenario import Scenario
     from tta.utils.loggers import finish_loggers, log_results
     from tta.utils.seeding import seed_everything
+    from tta.utils.timing import StageClock, device_sync, instrument, stream_clock_callback, time_record
 
     reset_peak_memory()
     seed_everything(cfg.seed)
@@ -102,19 +103,19 @@ def run_stages(cfg: DictConfig, run_dir: Path, stop: StopSignals, t_start: float
     reference = data.clean_reference()  # before the adapter touches the model
     weights = source_weights(cfg, model, data)
     adapter = build_run_adapter(cfg, model, data, scenario)
+    clock = instrument(adapter, StageClock(device_sync(adapter)))  # time_s.split: where the stream's time goes
     loggers = run_loggers(cfg, run_dir, t_start)
     status = "failed"
     try:
         distances = InputDistances()
-        adapt_s = stream(cfg, adapter, data, [*run_callbacks(cfg, run_dir, state, loggers, stop), distances], state,
-                         loggers)
+        stream_s = stream(cfg, adapter, data, [*run_callbacks(cfg, run_dir, state, loggers, stop), distances,
+                                               stream_clock_callback(clock)], state, loggers)
         ctx = StreamContext(cfg, scenario.shifts, data.layout, data.report, data.num_read, data.video_pairs,
                             scenario.train_data.name, scenario.checkpoint, scenario.shifted_side(), data.copy,
                             reference, data.input_change(distances.record()), data.query_filter, scenario.gallery)
         n_scored = len(data.layout.queries) * len(scenario.shifts)
         results, scored = score_stream(adapter, ctx, time_s={
-            "total": time.time() - t_start, "adapt": adapt_s, "per_query_ms": 1000.0 * adapt_s / max(1, n_scored),
-            "resumed_at_batch": start_batch})
+            **time_record(clock, time.time() - t_start, stream_s, n_scored), "resumed_at_batch": start_batch})
         if cfg.comp_probe.enabled:  # the adapted model as the stream left it, beside a fresh source model
             from tta.comp.probe import probe_models
 
@@ -289,7 +290,16 @@ def print_results(results: dict[str, Any]) -> None:
         console.print(f"[red]collapse: one gallery item is the top-1 of "
                       f"{100 * results['collapse']['top1_mode_share']:.0f}% of the queries")
     t = results["time_s"]
-    console.print(f"time: total {t['total']:.1f} s, adaptation {t['adapt']:.1f} s ({t['per_query_ms']:.1f} ms/query)")
+    console.print(f"time: {time_line(t)}")
+
+
+def time_line(t: dict) -> str:
+    """The run's time in one line: total, stream, and the stream's split when the run recorded one."""
+    line = f"total {t['total']:.1f} s, stream {t.get('stream', t['adapt']):.1f} s ({t['per_query_ms']:.1f} ms/query)"
+    if split := t.get("split"):
+        line += " = " + ", ".join(f"{k} {v:.1f}" for k, v in split.items() if k != "decode_perturb")
+        line += f"; items decoded and perturbed in {split.get('decode_perturb', 0.0):.1f} s"
+    return line
 
 
 @hydra.main(config_path="conf", config_name="run", version_base="1.3")
