@@ -94,6 +94,8 @@ def device_sync(module):
 def instrument(adapter, clock: StageClock) -> StageClock:
     """Time ``adapter``'s hooks into ``clock`` (and its post-hoc refiner as ``refine``)."""
     for hook, stage in ADAPTER_STAGES:
+        if hook == "refine_scores" and not getattr(adapter, "refines", True):
+            continue  # the base's identity: nothing refined, nothing charged to the method
         setattr(adapter, hook, clock.timed(stage, getattr(adapter, hook)))
     posthoc = getattr(adapter, "posthoc", None)
     if posthoc is not None:
