@@ -47,4 +47,13 @@ def print_results(results: dict[str, Any]) -> None:
         console.print(f"[red]collapse: one gallery item is the top-1 of "
                       f"{100 * results['collapse']['top1_mode_share']:.0f}% of the queries")
     t = results["time_s"]
-    console.print(f"time: total {t['total']:.1f} s, adaptation {t['adapt']:.1f} s ({t['per_query_ms']:.1f} ms/query)")
+    console.print(f"time: {time_line(t)}")
+
+
+def time_line(t: dict) -> str:
+    """The run's time in one line: total, stream, and the stream's split when the run recorded one."""
+    line = f"total {t['total']:.1f} s, stream {t.get('stream', t['adapt']):.1f} s ({t['per_query_ms']:.1f} ms/query)"
+    if split := t.get("split"):
+        line += " = " + ", ".join(f"{k} {v:.1f}" for k, v in split.items() if k != "decode_perturb")
+        line += f"; items decoded and perturbed in {split.get('decode_perturb', 0.0):.1f} s"
+    return line

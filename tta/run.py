@@ -50,6 +50,7 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     from tta.stages import build_run_adapter, build_trainer, run_loggers
     from tta.utils.forking import fork_safe
     from tta.utils.loggers import log_results
+    from tta.utils.timing import StageClock, device_sync, instrument, stream_clock_callback, time_record
 
     with RunScope(cfg, run_dir) as scope:
         scenario = Scenario.from_config(cfg)
@@ -59,9 +60,11 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         parts = get_method(cfg.data.get("_target_", DATASET_STAGES))(cfg, scenario, scope.cache, start_batch)
         reference = parts.data.clean_reference()  # before the adapter touches the model
         adapter = build_run_adapter(cfg, parts, scenario)
+        clock = instrument(adapter, StageClock(device_sync(adapter)))  # time_s.split: where the stream's time goes
         scope.loggers = run_loggers(cfg, run_dir, t_start)
         distances = InputDistances()
-        callbacks = [*run_callbacks(cfg, run_dir, state, scope.loggers, scope.stop, scenario, scope.cache), distances]
+        callbacks = [*run_callbacks(cfg, run_dir, state, scope.loggers, scope.stop, scenario, scope.cache), distances,
+                     stream_clock_callback(clock)]
         t_stream = time.time()
         if parts.data.num_batches() > 0:
             with fork_safe():  # the query stream's loader workers
@@ -69,13 +72,12 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
         elif state is not None:  # interrupted after its last batch, before writing results: nothing left to stream
             adapter.setup("test")
             adapter.load_resume_state(state)
-        adapt_s = time.time() - t_stream
+        stream_s = time.time() - t_stream
         n_scored = len(parts.data.layout.queries) * len(scenario.shifts)
         results, scored = score_stream(
             adapter, StreamContext.of_run(cfg, scenario, parts.data, reference, parts.data.input_change(
                 distances.record())), source_weights=parts.source_weights,
-            time_s={"total": time.time() - t_start, "adapt": adapt_s, "resumed_at_batch": start_batch,
-                    "per_query_ms": 1000.0 * adapt_s / max(1, n_scored)})
+            time_s={**time_record(clock, time.time() - t_start, stream_s, n_scored), "resumed_at_batch": start_batch})
         fields = {k: v for cb in callbacks if hasattr(cb, "record_fields") for k, v in cb.record_fields(adapter).items()}
         record = write_run(run_dir, dataclasses.replace(results, **fields, provenance=provenance(cfg, t_start)),
                            scored, adapter.history, k_occurrence=bool(cfg.save.k_occurrence), sims=bool(cfg.save.sims))

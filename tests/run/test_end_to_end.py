@@ -39,6 +39,9 @@ def test_run_every_combination(tiny_cache, tmp_path, model, task, shift):
     assert (impl["name"], impl["faithful"]) == (shift, True)
     history = json.loads((tmp_path / "history.json").read_text())
     assert [h["size"] for h in history] == [16, 16, 8]  # batches of 16, last partial batch kept
+    t = res["time_s"]  # where the stream's time went: source adapts nothing, its items cost their own decoding
+    assert t["adapt"] == 0.0 and t["split"]["forward"] > 0 and t["split"]["decode_perturb"] > 0
+    assert sum(v for k, v in t["split"].items() if k != "decode_perturb") <= t["stream"] * 1.01 + 0.01
 
 
 def test_source_is_deterministic_and_noise_changes_scores(tiny_cache, tmp_path):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,11 +182,13 @@ class VideoItems(Dataset):
         return clip_transform(self.shift.native(p, self.frames), self.size)
 
     def __getitem__(self, i: int) -> dict:
+        start = time.perf_counter()
         if self.copy is not None or self.shift.kind != "video":
-            return {"index": i, "video": self.clip(i)}
+            return {"index": i, "video": self.clip(i), "load_s": time.perf_counter() - start}
         clean = self.frames.get(self.pairs[i].video_path)
         native = self.shift.native(self.pairs[i], self.frames, clean)
-        return {"index": i, "video": clip_transform(native, self.size), "input_distance": pixel_distance(clean, native)}
+        return {"index": i, "video": clip_transform(native, self.size), "input_distance": pixel_distance(clean, native),
+                "load_s": time.perf_counter() - start}
 
 
 def pixel_distance(clean: torch.Tensor, shifted: torch.Tensor) -> float:
@@ -211,7 +214,8 @@ class TextItems(Dataset):
         return self.shift.text(p.caption, p.caption_id or p.video_id)
 
     def __getitem__(self, i: int) -> dict:
-        return {"index": i, "text": self.text(i)}
+        start = time.perf_counter()
+        return {"index": i, "text": self.text(i), "load_s": time.perf_counter() - start}
 
 
 class Collate:
@@ -221,6 +225,7 @@ class Collate:
         self.tokenizer = tokenizer
 
     def __call__(self, items: list[dict]) -> dict:
+        start = time.perf_counter()
         out = {"index": torch.tensor([it["index"] for it in items], dtype=torch.long)}
         if "video" in items[0]:
             out["video"] = torch.stack([it["video"] for it in items])
@@ -231,4 +236,6 @@ class Collate:
             out["tokens"] = self.tokenizer(out["text"])
         if "feats" in items[0]:  # precomputed query features (data=features)
             out["feats"] = torch.stack([it["feats"] for it in items])
+        if "load_s" in items[0]:  # decoding, perturbing and collating: the stream's data cost (tta/utils/timing.py)
+            out["load_s"] = float(sum(it["load_s"] for it in items) + time.perf_counter() - start)
         return out
