@@ -30,8 +30,16 @@ def test_sync_runs_around_each_stage():
     assert len(calls) == 2
 
 
+class Kept:
+    def add(self, *args):
+        return None
+
+
 class Adapter:
     posthoc = None
+
+    def __init__(self):
+        self.kept = Kept()
 
     def transfer_batch_to_device(self, batch, device, idx):
         return batch
@@ -45,9 +53,6 @@ class Adapter:
 
     def refine_scores(self, sims):
         return sims
-
-    def keep_scores(self, *args):
-        return None
 
 
 def test_instrument_charges_hooks_to_their_stage(monkeypatch):

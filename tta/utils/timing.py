@@ -77,7 +77,7 @@ class StageClock:
 
 #: adapter hooks and the stage each is charged to (wrapped on the instance: the class is untouched)
 ADAPTER_STAGES = (("transfer_batch_to_device", "to_device"), ("forward_queries", "forward"), ("update", "adapt"),
-                  ("refine_scores", "refine"), ("keep_scores", "score"))
+                  ("refine_scores", "refine"), ("kept.add", "score"))
 
 
 def device_sync(module):
@@ -96,7 +96,9 @@ def instrument(adapter, clock: StageClock) -> StageClock:
     for hook, stage in ADAPTER_STAGES:
         if hook == "refine_scores" and not getattr(adapter, "refines", True):
             continue  # the base's identity: nothing refined, nothing charged to the method
-        setattr(adapter, hook, clock.timed(stage, getattr(adapter, hook)))
+        *path, name = hook.split(".")  # a dotted hook belongs to a component the adapter composes
+        owner = functools.reduce(getattr, path, adapter)
+        setattr(owner, name, clock.timed(stage, getattr(owner, name)))
     posthoc = getattr(adapter, "posthoc", None)
     if posthoc is not None:
         adapter.posthoc = _TimedCall(posthoc, clock)
