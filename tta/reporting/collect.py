@@ -29,7 +29,7 @@ LEVEL_ORDER = ("clean", "low", "mid", "high", "character", "word", "sentence", "
 #: source weights get their own ``data`` label, other settings their own ``config`` label, so these columns suffice
 CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config", "shift", "severity", "gallery_shift")
 #: config keys (top level, or a dotted prefix) that never make two runs different cells: the seeds (a cell's repeats
-#: differ in them), where files go and how many workers decode (besides :data:`tta.results.NOT_IDENTITY`)
+#: differ in them), where files go and how many workers decode (besides :data:`tta.results.identity.NOT_IDENTITY`)
 NOT_SETUP = ("seed", "shift_seed", "paths", "data.workers")
 FROM, OVERRIDES = "(recorded as)", "overrides"  # run_setup: what a setup was read from
 #: what a run records about its shift (results.json consistency, input_change, query_filter; docs/outputs.md)
@@ -234,14 +234,14 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
 def run_setup(config: dict, overrides: bool = False) -> dict:
     """Everything a run was configured with that may change its outcome, as flat {dotted key: value}: the
     resolved config of results.json, or a row's Hydra overrides (``overrides``), without the seeds and the keys
-    that change no outcome (:data:`NOT_SETUP`, :data:`tta.results.NOT_IDENTITY`). A clean shift's severity is no
-    setting: a sweep crossing ``clean`` with severities repeats one configuration under several names. (The keys
-    of :data:`tta.results.NOT_IDENTITY` are dropped where setups are compared, :func:`_setup_labels`: importing
-    tta.results costs seconds.)"""
+    that change no outcome (:data:`NOT_SETUP`, :data:`tta.results.identity.NOT_IDENTITY`). A clean shift's severity
+    is no setting: a sweep crossing ``clean`` with severities repeats one configuration under several names."""
+    from tta.results.identity import NOT_IDENTITY
+
     flat = dict(config) if overrides else _flatten(config)
     out = {FROM: OVERRIDES if overrides else "config"}
     for key, value in flat.items():
-        if _dropped(key, NOT_SETUP):
+        if _dropped(key, (*NOT_SETUP, *NOT_IDENTITY)):
             continue
         side, _, name = key.partition(".")
         if name == "severity" and str(flat.get(side, flat.get(f"{side}.name"))) == "clean":
@@ -335,9 +335,7 @@ def _setup_labels(df: pd.DataFrame) -> pd.Series:
         setups = {i: json.loads(s) for i, s in g["setup"].items() if isinstance(s, str)}
         if len({json.dumps(s, sort_keys=True) for s in setups.values()}) < 2:
             continue
-        from tta.results import NOT_IDENTITY
-
-        keys = sorted(k for s in setups.values() for k in s if k != FROM and not _dropped(k, NOT_IDENTITY))
+        keys = sorted(k for s in setups.values() for k in s if k != FROM)
         # an override a row does not set is the default (a difference); a key missing from another kind of
         # record is unknown (no difference)
         kinds = {s.get(FROM) for s in setups.values()}

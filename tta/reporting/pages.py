@@ -122,8 +122,10 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
         seed_line = ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
                      f"seeds move them is in [seeds.md](seeds.md). {how}")
     else:
-        seed_line = (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n). "
-                     f"{how}")
+        det = any("(det.)" in body for _, _, body in tables)
+        seed_line = (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n)"
+                     + ("; a cell whose seeds gave identical results shows its value once, marked (det.)" if det
+                        else "") + f". {how}")
     lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", seed_line, "",
              "| | |", "|---|---|",
              f"| rendered by | `python -m tta.report --pages {spec_path} --page {name}` |",
