@@ -465,9 +465,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
             sd, n, marks, det = (f.reindex(values[metric].index) for f in (sd, n, marks, det))
             best = best.reindex(values[metric].index, fill_value=False) if best is not None else None
         seeds, seed_values = _seeds(part, ["task", "row_label", "model", "config"])
-        where = f"{data}, trained on {train}" if scenario == "cross" else data
-        sides = sides_label(part)
-        title = f"{where} ({scenario})" + (f", {key[3]}" if per_model else "") + (f" | {sides}" if sides else "")
+        title = _pivot_title(part, scenario, data, train, key[3] if per_model else None)
         notes = _failed_notes(part)
         if part["queries"].isna().all():
             notes.append("these runs carry no per-query ranks: no intervals, nothing marked or bold")
@@ -476,6 +474,13 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
                             marks=marks if comparisons else None, against="source" if comparisons else None,
                             notes=notes, det=det))
     return tables
+
+
+def _pivot_title(part: pd.DataFrame, scenario: str, data: str, train: str, model: str | None) -> str:
+    """'<data> (<scenario>)[, <model>] | <shifted sides>'; a cross-dataset table names the training data too."""
+    where = f"{data}, trained on {train}" if scenario == "cross" else data
+    sides = sides_label(part)
+    return f"{where} ({scenario})" + (f", {model}" if model else "") + (f" | {sides}" if sides else "")
 
 
 def _mark(c: Comparison | None) -> str | None:
