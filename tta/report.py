@@ -23,7 +23,7 @@ The ``paper`` layout writes to ``--out`` (default ``<sweep dir>/report``):
   (ms/query, adaptation share, peak memory, failed rows); cells are mean ± sd (n seeds), ▲/▼ where the paired
   95 % interval against source excludes zero;
 * ``comparisons.md`` / ``.csv`` / ``.tex``: every configuration against source (and ``--baseline``): the paired
-  difference, its hierarchical bootstrap interval, the sign-flip p, and win/tie/loss counts
+  difference, its seed-and-query interval and p, and win/tie/loss counts with the number of comparisons
   (:mod:`tta.reporting.compare`); ``gain_cost_*.png``: gain against ms/query ratio, one point per adapter;
 * ``robustness.md`` / ``.csv``: relative and absolute robustness and MMI against the clean reference: a type
   averages its severities, a level (or Schiappa category) and the overall average types, MMI is flat
@@ -56,7 +56,7 @@ from tta.reporting.collect import (
     shift_label,
     sides_label,
 )
-from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, pooled
+from tta.reporting.compare import PAIRED_METRICS, pooled
 from tta.reporting.pages import render_pages, render_tables
 from tta.reporting.plots import gain_cost_plot, kocc_histograms, severity_curves, sims_heatmaps
 from tta.reporting.tables import (
@@ -78,14 +78,14 @@ def _slug(*parts) -> str:
 
 
 def build_report(sweep: str | Path | list, out: str | Path | None = None, metric: str = "R@1",
-                 baseline: str | None = None, resamples: int = RESAMPLES, bootstrap_seed: int = BOOTSTRAP_SEED,
+                 baseline: str | None = None,
                  robustness: str | None = None, reference: str = "source", groups: str = "level",
                  rows: str | Path | None = None) -> dict:
     """Write the report files of one sweep directory (or several, or row files: then ``out`` is required);
     returns {"tables": [...], "robustness": DataFrame, "figures": [...], "html": path, "summary": line, ...}.
 
-    ``baseline``: a second configuration every other one is compared against (besides source); ``resamples`` and
-    ``bootstrap_seed``: the paired bootstrap (:mod:`tta.reporting.compare`); ``robustness``: the metric of the
+    ``baseline``: a second configuration every other one is compared against (besides source, paired by seed and
+    query: :mod:`tta.reporting.compare`); ``robustness``: the metric of the
     robustness scores (default ``metric``; ranks and skewness are refused), against the clean ``reference``
     (source or own), aggregated by ``groups`` (level or schiappa); ``rows``: also write the runs as a row file."""
     sources = [Path(s) for s in sweep] if isinstance(sweep, (list, tuple)) else [Path(sweep)]
@@ -105,7 +105,7 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     paired = metric if metric in PAIRED_METRICS else "R@1"  # ranks and skewness have no per-query hit
     compared = {}
     for against in dict.fromkeys(a for a in ("source", baseline) if a and (df["config"] == a).any()):
-        compared[against] = compare_cells(df, against, paired, resamples, bootstrap_seed)
+        compared[against] = compare_cells(df, against, paired)
     src = compared.get("source", ({}, {}))[0]
     tables = paper_tables(df, metric, src if metric in PAIRED_METRICS else None)
     comparisons = [t for a, (c, m) in compared.items() for t in comparison_tables(c, m, a, paired)]
@@ -358,8 +358,6 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "RSUM", "MdR", "MnR", "skewness"])
     ap.add_argument("--baseline", default=None, help="paper and compare layouts: compare every configuration with "
                                                      "this one (paired intervals, win/tie/loss), besides source")
-    ap.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples of the paired intervals")
-    ap.add_argument("--bootstrap-seed", type=int, default=BOOTSTRAP_SEED, help="seed of the paired bootstrap")
     ap.add_argument("--robustness", default=None, help=f"paper: metric of the robustness scores (default --metric; "
                                                        f"one of {', '.join(ROBUST_METRICS)})")
     ap.add_argument("--reference", default="source", choices=["source", "own"],
@@ -402,10 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                                     f"hydra.sweep.dir of a sweep, a run directory or a .jsonl row file")
         layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
         if layout == "paper":
-            if args.resamples < 1:
-                raise ValueError(f"--resamples must be at least 1, got {args.resamples}")
-            rep = build_report(args.sources, args.out, args.metric, args.baseline, args.resamples,
-                               args.bootstrap_seed, args.robustness, args.reference, args.groups, args.rows)
+            rep = build_report(args.sources, args.out, args.metric, args.baseline,
+                               args.robustness, args.reference, args.groups, args.rows)
             print("\n\n".join(_with_provenance(t) for t in rep["tables"] + rep["comparisons"]))
             print(f"\n{rep['summary']}; report: {rep['html']}")
             if args.wandb:
@@ -415,8 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"W&B summary run: {args.wandb_project}/{run_id}")
             return 0
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
-                               args.per_model, args.segments, args.sort, resamples=args.resamples,
-                               seed=args.bootstrap_seed, baseline=args.baseline)
+                               args.per_model, args.segments, args.sort,
+                               baseline=args.baseline)
     except (FileNotFoundError, ValueError) as e:
         print(f"tta.report: {e}", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ def _runs(root):
 
 def test_report_breaks_results_down_by_category(tmp_path):
     _runs(tmp_path / "sweep")
-    out = build_report(tmp_path / "sweep", resamples=200)
+    out = build_report(tmp_path / "sweep")
     text = (tmp_path / "sweep" / "report" / "categories.md").read_text()
     header = next(line for line in text.splitlines() if line.startswith("| config"))
     assert header.endswith("| grass | sand | sky |")
@@ -49,13 +49,13 @@ def test_no_category_table_without_categories(tmp_path):
     write_run(tmp_path / "sweep", ranks=[1, 2])
     one = write_run(tmp_path / "sweep", shift="fog", ranks=[1, 2])
     _add(one, by_category={"0": {"num_queries": 2, "R@1": 50.0}})
-    build_report(tmp_path / "sweep", resamples=200)
+    build_report(tmp_path / "sweep")
     assert not (tmp_path / "sweep" / "report" / "categories.md").exists()
 
 
 def test_effect_columns_survive_a_row_file(tmp_path):
     _runs(tmp_path / "sweep")
-    build_report(tmp_path / "sweep", resamples=200, rows=tmp_path / "rows.jsonl")
+    build_report(tmp_path / "sweep", rows=tmp_path / "rows.jsonl")
     for source in (tmp_path / "sweep", tmp_path / "rows.jsonl"):
         df, _ = load_runs([source])
         table = list_table(df, sort=True)

@@ -44,7 +44,7 @@ def test_sweep_report_example_repeats_clean_once_and_marks_it_deterministic(tmp_
     assert "single seed (42)" in md and "± 0.0" not in md and "(3)" not in md
     src_clean = table.frame.loc[("xpool", "source"), ("clean", "clean")]
     assert f"{src_clean:.1f} (det.)" in md
-    comps, _ = compare_cells(df, "source", resamples=200)
+    comps, _ = compare_cells(df, "source")
     assert all(c.seeds_a == 1 and c.seeds_b == 1 for c in comps.values())  # bootstrapped as one seed, not three
 
 

@@ -64,7 +64,7 @@ def test_only_intervals_that_exclude_zero_are_marked(sweep):
 
 
 def test_report_writes_comparisons_cost_failed_rows_and_gain_plot(sweep, tmp_path, capsys):
-    rep = build_report(sweep, tmp_path / "r", baseline="sar", resamples=500)
+    rep = build_report(sweep, tmp_path / "r", baseline="sar")
     detail, wtl, *_ = rep["comparisons"]
     assert wtl.frame.loc[("clip4clip", "tent"), ("", "wins")] == 1  # clean is not compared: tent has no clean run
     assert wtl.frame.loc[("clip4clip", "sar"), ("", "ties")] == 1
@@ -81,7 +81,7 @@ def test_report_writes_comparisons_cost_failed_rows_and_gain_plot(sweep, tmp_pat
     assert r"$\pm$" in (tmp_path / "r" / "tables.tex").read_text()
     page = rep["html"].read_text()
     assert "Paired comparisons" in page and "failed rows" in page
-    assert report_main([str(sweep), "--out", str(tmp_path / "cli"), "--resamples", "200"]) == 0
+    assert report_main([str(sweep), "--out", str(tmp_path / "cli")]) == 0
     assert "failed rows" in capsys.readouterr().out.splitlines()[-1]
 
 
@@ -90,12 +90,12 @@ def test_row_files_give_the_same_intervals_as_the_sweep(sweep, tmp_path):
     rows = export_rows(df, tmp_path / "rows.jsonl")
     assert all("per_query" in json.loads(line) for line in rows.read_text().splitlines())
     back, _ = load_runs([rows])
-    a, _ = compare_cells(df, "source", resamples=300)
-    b, _ = compare_cells(back, "source", resamples=300)
+    a, _ = compare_cells(df, "source")
+    b, _ = compare_cells(back, "source")
     strip = lambda d: {(k[5], k[6], k[7], k[8]): (c.diff, c.low, c.high, c.p) for k, c in d.items()}  # noqa: E731
     assert strip(a) == strip(b)
-    [from_rows] = render_tables([rows], bold=True, resamples=300)
-    [from_dir] = render_tables([sweep], bold=True, resamples=300)
+    [from_rows] = render_tables([rows], bold=True)
+    [from_dir] = render_tables([sweep], bold=True)
     assert from_rows.to_markdown() == from_dir.to_markdown()
     assert "▲" in from_rows.to_markdown() and "**" in from_rows.to_markdown()  # tent beats sar: bold
 
@@ -112,10 +112,10 @@ def test_runs_from_different_source_weights_are_not_paired(tmp_path):
               source_weights="aaaa1111bbbb2222")
     df, _ = load_runs([tmp_path])
     for frame in (df, load_runs([export_rows(df, tmp_path / "rows.jsonl")])[0]):
-        comps, missing = compare_cells(frame, "source", resamples=200)
+        comps, missing = compare_cells(frame, "source")
         assert {k[6] for k in comps} == {"sar"} and comps[next(iter(comps))].mark == "better" and not missing
         assert frame.loc[frame["config"] == "tent", "data"].tolist() == ["synth (weights cccc3333)"]
-    rep = build_report(tmp_path, tmp_path / "r", resamples=200)
+    rep = build_report(tmp_path, tmp_path / "r")
     wtl = rep["comparisons"][1].frame
     assert ("clip4clip", "tent") not in wtl.index and wtl.loc[("clip4clip", "sar"), ("", "wins")] == 1
     tables = {t.title: t for t in rep["tables"] if "by severity" not in t.title}
@@ -167,8 +167,7 @@ def test_robustness_of_meaningless_metrics_is_refused(sweep, tmp_path, capsys, m
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"robustness of {metric} is meaningless" in err[0] and "--robustness" in err[0]
     assert not (tmp_path / "x").exists()
-    assert report_main([str(sweep), "--out", str(tmp_path / "y"), "--metric", "MdR", "--robustness", "RSUM",
-                        "--resamples", "100"]) == 0
+    assert report_main([str(sweep), "--out", str(tmp_path / "y"), "--metric", "MdR", "--robustness", "RSUM"]) == 0
 
 
 def _pair_with_delta(delta: int) -> tuple[np.ndarray, np.ndarray]:
@@ -191,7 +190,7 @@ def test_win_tie_loss_table_gives_the_mean_and_the_worst_cell(tmp_path):
         base, arm = _pair_with_delta(delta)
         write_run(tmp_path, adapter="source", shift=shift, ranks=ranks_with_hits(base, rng))
         write_run(tmp_path, adapter="tent", shift=shift, ranks=ranks_with_hits(arm, rng))
-    rep = build_report(tmp_path, tmp_path / "r", resamples=300)
+    rep = build_report(tmp_path, tmp_path / "r")
     wtl = rep["comparisons"][1]
     row = wtl.frame.loc[("clip4clip", "tent")]
     assert row[("", "mean Δ")] == pytest.approx((100 * 40 / N - 100 * 20 / N) / 2)
@@ -211,7 +210,7 @@ def test_the_whole_matrix_pools_every_backbone_with_each_cell_weighing_the_same(
         base, arm = _pair_with_delta(delta)
         write_run(tmp_path, model=model, adapter="source", shift=shift, ranks=ranks_with_hits(base, rng))
         write_run(tmp_path, model=model, adapter="tent", shift=shift, ranks=ranks_with_hits(arm, rng))
-    comparisons = build_report(tmp_path, tmp_path / "r", resamples=300)["comparisons"]
+    comparisons = build_report(tmp_path, tmp_path / "r")["comparisons"]
     per_model, pooled = comparisons[1], comparisons[2]
     assert "every backbone together" in pooled.title and "every backbone" not in per_model.title
     row = pooled.frame.loc[("all", "tent")]
@@ -225,7 +224,7 @@ def test_the_whole_matrix_pools_every_backbone_with_each_cell_weighing_the_same(
         ranks = np.zeros(N, bool)
         ranks[:hits] = True
         write_run(single, adapter=arm, ranks=ranks_with_hits(ranks, rng))
-    assert len(build_report(single, single / "r", resamples=300)["comparisons"]) == 2
+    assert len(build_report(single, single / "r")["comparisons"]) == 2
 
 
 def test_continual_streams_split_into_shifts_with_their_own_intervals(tmp_path):
@@ -249,7 +248,7 @@ def test_continual_streams_split_into_shifts_with_their_own_intervals(tmp_path):
     assert len(src5["queries"].rank) == N and not pd.isna(src5["RSUM"])
     rows = export_rows(whole, tmp_path / "rows.jsonl")
     for frame in (split, load_rows([rows], segments=True)):
-        comps, missing = compare_cells(frame, "source", resamples=300)
+        comps, missing = compare_cells(frame, "source")
         marks = {k[8]: c.mark for k, c in comps.items()}  # by severity
         assert not missing and marks == {1: "tie", 5: "better"}
         [diff5] = [c.diff for k, c in comps.items() if k[8] == 5]

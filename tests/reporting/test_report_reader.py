@@ -68,7 +68,7 @@ def test_the_gain_plot_and_the_win_tie_loss_table_have_one_mean(sweep):
     # the plot took the mean over the shifted cells (+6.7), the table over every paired cell (6.00): now both are
     # the mean over every paired cell, each weighing the same
     v2t = sweep[sweep["task"] == "v2t"]
-    comps, missing = compare_cells(v2t, "source", resamples=200)
+    comps, missing = compare_cells(v2t, "source")
     assert any(k[7] == "clean" for k in comps)
     wtl = next(t for t in comparison_tables(comps, missing, "source") if t.title.startswith("wins"))
     [gain] = _gain_cost_points(v2t, comps, "source")["gain"]

@@ -1,23 +1,18 @@
-"""Paired comparisons of two configurations on the same queries: the difference of a recall metric with a
-hierarchical bootstrap interval and a paired sign-flip test, from the per-query ranks every run records
-(``query_ranks.npz``, or the compact copy in a row file).
+"""Paired comparisons of two configurations on the same queries: the difference of a recall metric with its
+95 % interval and p, from the per-query ranks every run records (``query_ranks.npz``, or the compact copy in a row
+file).
 
-Scheme (docs/methods/metrics.md, "Comparisons"): for a cell (data, task, scenario, backbone, shift, severity), arm A (e.g.
-an adapter) has S_A runs (seeds), arm B (source, or ``--baseline``) S_B runs, all scored on the same queries. A
-query's hit is 100 * (rank <= K) for R@K, and the sum of its R@1, R@5 and R@10 hits for RSUM, so the mean of the
-hits over the queries is the run's metric. The difference is mean_A - mean_B (each the mean over its seeds).
+Scheme (docs/methods/metrics.md, "Comparisons"): for a cell, arm A (e.g. an adapter) and arm B (source, or
+``--baseline``) ran seeds; seed s of every arm saw the same stream (``shift_seed = seed``), so the comparison is
+paired by seed and by query. A query's hit is 100 * (rank <= K) for R@K, and the sum of its R@1, R@5 and R@10 hits
+for RSUM; D[s, q] = hit_A[s, q] - hit_B[s, q] over the seeds both arms ran and the queries both were scored on,
+and the difference is the mean of D. Its interval and p are the variance-components t interval of
+:func:`tta.metrics.statistics.paired_interval` (seed and query variance), so p < 0.05 exactly when the interval
+excludes 0. Arms whose seed sets differ are compared on their common seeds only (``Comparison.note`` says so);
+when both arms' runs are identical query by query across seeds (a stream and method that draw nothing at random)
+they are one run each, and the interval is over queries only.
 
-* Interval: each of B resamples draws the seeds of each arm with replacement (independently: a seed is the
-  method's own randomness), then the queries with replacement, the same query ids for both arms (paired); the
-  95 % interval is the 2.5 and 97.5 percentiles of the resampled differences. With one seed per arm this is the
-  ordinary paired percentile bootstrap over queries.
-* Test: the sign-flip (paired permutation) test of the per-query differences d_q (each arm's hit averaged over its
-  seeds): under "no difference" the sign of every d_q is exchangeable; p = P(|mean of flipped d| >= |mean d|),
-  exact when 2^(non-zero d_q) <= the number of resamples, else Monte Carlo with the +1 correction. On one seed and
-  hit@1 this is the exact McNemar test (a binomial test on the discordant queries).
-
-A cell is *better* (worse) only when its interval lies wholly above (below) zero. Everything is vectorised in
-numpy with a fixed generator seed, so the same inputs give the same intervals.
+A cell is *better* (worse) only when its interval lies wholly above (below) zero.
 """
 
 from __future__ import annotations
@@ -29,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tta.metrics.statistics import holm, paired_interval, pooled_interval
+
 #: metrics a per-query comparison can be made on (a rank cut-off per hit; RSUM sums three)
 PAIRED_METRICS = {"R@1": (1,), "R@5": (5,), "R@10": (10,), "R@50": (50,), "RSUM": (1, 5, 10)}
-RESAMPLES = 2000
-BOOTSTRAP_SEED = 0
-LEVEL = 0.95
 
 
 @dataclass
@@ -114,25 +108,42 @@ class QueryRanks:
 
 @dataclass
 class Comparison:
-    """Arm A minus arm B on one cell. ``samples``: the bootstrap differences (for pooling cells)."""
+    """Arm A minus arm B on one cell: the mean of ``d`` (common seeds x common queries, query ids ``keys``)."""
 
     diff: float
     low: float
     high: float
     p: float
-    seeds_a: int
-    seeds_b: int
+    seeds: tuple  # the seeds the comparison is over (both arms ran them); () when both arms are one run
+    seeds_a: tuple
+    seeds_b: tuple
     queries: int
-    samples: np.ndarray = field(repr=False)
+    d: np.ndarray = field(repr=False)
+    keys: np.ndarray = field(repr=False)
 
     @property
     def mark(self) -> str:
         """"better" / "worse" only when the interval excludes zero, else "tie"."""
         return "better" if self.low > 0 else "worse" if self.high < 0 else "tie"
 
+    @property
+    def runs(self) -> int:
+        """How many paired runs the interval is over (1 for a deterministic pair)."""
+        return self.d.shape[0]
 
-def aligned_hits(runs_a: list[QueryRanks], runs_b: list[QueryRanks], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(S_A, N) and (S_B, N) hit matrices over the query ids every run of both arms has, in one order."""
+    @property
+    def note(self) -> str | None:
+        """What a reader must know about the seeds: compared on common seeds only, or one run."""
+        if not self.seeds:
+            return "n=1 run (identical across seeds): queries only"
+        if set(self.seeds_a) != set(self.seeds_b):
+            return f"on seeds {', '.join(map(str, self.seeds))}"
+        return None
+
+
+def aligned_hits(runs_a: list[QueryRanks], runs_b: list[QueryRanks],
+                 metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(S_A, N) and (S_B, N) hit matrices over the query ids every run of both arms has, in one order, and the ids."""
     keys = [r.keys() for r in runs_a + runs_b]
     common = keys[0]
     for k in keys[1:]:
@@ -145,58 +156,42 @@ def aligned_hits(runs_a: list[QueryRanks], runs_b: list[QueryRanks], metric: str
         return run.hits(metric)[order[np.searchsorted(k[order], common)]]
 
     hits = [take(r, k) for r, k in zip(runs_a + runs_b, keys, strict=True)]
-    return np.stack(hits[:len(runs_a)]), np.stack(hits[len(runs_a):])
+    return np.stack(hits[:len(runs_a)]), np.stack(hits[len(runs_a):]), common
 
 
-def _counts(rng: np.random.Generator, resamples: int, n: int) -> np.ndarray:
-    """(resamples, n) multiplicities of n items drawn with replacement, one row per resample."""
-    idx = rng.integers(0, n, size=(resamples, n)) + n * np.arange(resamples)[:, None]
-    return np.bincount(idx.ravel(), minlength=resamples * n).reshape(resamples, n).astype(np.float64)
-
-
-def bootstrap_difference(hits_a: np.ndarray, hits_b: np.ndarray, resamples: int = RESAMPLES,
-                         seed: int = BOOTSTRAP_SEED) -> np.ndarray:
-    """Resampled differences of the means (seeds of each arm, then queries shared by both); (resamples,)."""
-    hits_a, hits_b = np.atleast_2d(hits_a), np.atleast_2d(hits_b)
-    rng = np.random.default_rng(seed)
-    n = hits_a.shape[1]
-    per_query = []
-    for hits in (hits_a, hits_b):  # (resamples, N): each query's hit averaged over the resampled seeds
-        s = hits.shape[0]
-        per_query.append(hits.mean(0)[None, :] if s == 1 else _counts(rng, resamples, s) @ hits / s)
-    weights = _counts(rng, resamples, n)
-    return ((per_query[0] - per_query[1]) * weights).sum(1) / n
-
-
-def sign_flip_test(d: np.ndarray, resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> float:
-    """Two-sided p of the paired sign-flip test on per-query differences ``d`` (see the module docstring)."""
-    d = np.asarray(d, dtype=np.float64)
-    nz = d[d != 0]
-    observed = abs(nz.sum())
-    if nz.size == 0:
-        return 1.0
-    tol = 1e-9 * max(1.0, observed)
-    if 2 ** nz.size <= resamples:  # exact: every sign pattern
-        signs = 1 - 2 * ((np.arange(2 ** nz.size)[:, None] >> np.arange(nz.size)) & 1)
-        return float(np.mean(np.abs(signs @ nz) >= observed - tol))
-    signs = np.random.default_rng(seed).integers(0, 2, size=(resamples, nz.size), dtype=np.int8) * 2 - 1
-    return float((1 + np.sum(np.abs(signs @ nz) >= observed - tol)) / (1 + resamples))
-
-
-def compare(runs_a: list[QueryRanks], runs_b: list[QueryRanks], metric: str = "R@1", resamples: int = RESAMPLES,
-            seed: int = BOOTSTRAP_SEED) -> Comparison:
-    """Arm A (runs over seeds) against arm B on their common queries."""
-    hits_a, hits_b = aligned_hits(runs_a, runs_b, metric)
-    samples = bootstrap_difference(hits_a, hits_b, resamples, seed)
-    lo, hi = np.percentile(samples, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
-    d = hits_a.mean(0) - hits_b.mean(0)
-    return Comparison(float(d.mean()), float(lo), float(hi), sign_flip_test(d, resamples, seed), len(runs_a),
-                      len(runs_b), hits_a.shape[1], samples)
+def compare(runs_a: list[QueryRanks], runs_b: list[QueryRanks], metric: str = "R@1", seeds_a=None,
+            seeds_b=None) -> Comparison:
+    """Arm A against arm B, paired by seed (``seeds_a``/``seeds_b``: the seed of each run; without them, the runs
+    pair in order and both arms must have as many) and by query."""
+    seeds_a = tuple(range(len(runs_a))) if seeds_a is None else tuple(int(s) for s in seeds_a)
+    seeds_b = tuple(range(len(runs_b))) if seeds_b is None else tuple(int(s) for s in seeds_b)
+    if len(seeds_a) != len(runs_a) or len(seeds_b) != len(runs_b):
+        raise ValueError("give one seed per run")
+    hits_a, hits_b, keys = aligned_hits(runs_a, runs_b, metric)
+    same = lambda h: bool((h == h[0]).all())  # noqa: E731  (identical across seeds: one run)
+    common = tuple(s for s in sorted(set(seeds_a) & set(seeds_b)))
+    if (len(runs_a) > 1 or len(runs_b) > 1) and same(hits_a) and same(hits_b):
+        d, seeds = hits_a[:1] - hits_b[:1], ()
+    elif not common:
+        raise ValueError(f"the arms ran no seed in common (seeds {sorted(seeds_a)} against {sorted(seeds_b)}): "
+                         "nothing to pair")
+    else:
+        d = np.stack([hits_a[seeds_a.index(s)] - hits_b[seeds_b.index(s)] for s in common])
+        seeds = common
+    est = paired_interval(d)
+    return Comparison(est.diff, est.low, est.high, est.p, seeds, tuple(sorted(seeds_a)), tuple(sorted(seeds_b)),
+                      d.shape[1], d, keys)
 
 
 def pooled(comparisons: list[Comparison]) -> tuple[float, float, float]:
-    """Mean difference over several cells and its interval (the cells' bootstrap samples averaged: each cell is
-    resampled on its own, the cells are fixed strata)."""
-    samples = np.mean([c.samples for c in comparisons], axis=0)
-    lo, hi = np.percentile(samples, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
-    return float(np.mean([c.diff for c in comparisons])), float(lo), float(hi)
+    """Mean difference over several cells (each weighing the same) and its interval
+    (:func:`tta.metrics.statistics.pooled_interval`): a matrix of cells in one number, not a count."""
+    est = pooled_interval([(c.d, c.keys) for c in comparisons])
+    return est.diff, est.low, est.high
+
+
+def holm_marks(comparisons: list[Comparison]) -> list[str]:
+    """Each comparison's mark when the whole list is one family (Holm-adjusted p < 0.05)."""
+    adjusted = holm([c.p for c in comparisons])
+    return ["tie" if q >= 0.05 else "better" if c.diff > 0 else "worse" for c, q in zip(comparisons, adjusted,
+                                                                                        strict=True)]

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from tta.reporting.collect import load_runs
-from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES
+from tta.reporting.compare import PAIRED_METRICS
 from tta.reporting.tables import Table, compare_cells, comparison_tables, list_table, pivot_tables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,8 +28,8 @@ EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
 
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
                   model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
-                  segments: bool = False, sort: bool = False, title: str | None = None, resamples: int = RESAMPLES,
-                  seed: int = BOOTSTRAP_SEED, baseline: str | None = None) -> list[Table]:
+                  segments: bool = False, sort: bool = False, title: str | None = None,
+                  baseline: str | None = None) -> list[Table]:
     """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`).
 
     Pivot cells are marked against source (and bold) from the paired intervals of the per-query ranks, computed
@@ -45,14 +45,14 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
         against = baseline or "source"
         if not (df["config"] == against).any():
             raise ValueError(f"--baseline {against}: no such configuration in the rows")
-        comparisons, missing = compare_cells(df, against, metric, resamples, seed)
+        comparisons, missing = compare_cells(df, against, metric)
         return comparison_tables(comparisons, missing, against, metric)
     second = None if second in (None, "none") else second
     comparisons = {}
     if metric in PAIRED_METRICS and (df["config"] == "source").any():
-        comparisons, _ = compare_cells(df, "source", metric, resamples, seed)
+        comparisons, _ = compare_cells(df, "source", metric)
     tables = pivot_tables(df, metric, second=second, bold=bold, mean=mean, per_model=per_model,
-                          comparisons=comparisons, resamples=resamples, seed=seed)
+                          comparisons=comparisons)
     if title:
         for t in tables:
             t.title = f"{title}: {t.title}"
@@ -115,7 +115,7 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
             "no per-query ranks" not in " ".join(r.notes) for r in rendered)
         body = "\n\n".join(r.to_markdown() for r in rendered)
         tables.append((t.get("note"), table_command(rel, **opts), body))
-    how = ("▲/▼ mark cells whose paired 95 % bootstrap interval against source excludes zero (how: "
+    how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
            "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
            "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
     if seeds == {42}:

@@ -16,7 +16,7 @@ files alike):
 
 Runs that differ only in seed (and shift_seed) are one cell: values are means over seeds, shown with their sd and
 n when a cell has several; every title says how many seeds (and which, when there is one). Cells whose paired
-bootstrap interval against source excludes zero are marked (:mod:`tta.reporting.compare`), and only those.
+interval against source (paired by seed and query) excludes zero are marked (:mod:`tta.reporting.compare`), and only those.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tta.reporting.collect import (
     shift_level,
     sides_label,
 )
-from tta.reporting.compare import BOOTSTRAP_SEED, PAIRED_METRICS, RESAMPLES, Comparison, QueryRanks, compare
+from tta.reporting.compare import PAIRED_METRICS, Comparison, QueryRanks, compare, holm_marks, pooled
 
 KEYS = ("data", "task", "scenario")
 #: the level-row label of a column without a level of its own (``Avg``: the mean over the shifted columns)
@@ -110,7 +110,7 @@ class Table:
             seeds = f"cells: mean ± sd (n seeds), up to {self.seeds} seeds"
         text = f"**{self.title}** ({what}, {seeds})"
         if self.marks is not None and self.against:
-            text += (f"; ▲/▼: the paired 95 % bootstrap interval of the difference to {self.against} lies above/below "
+            text += (f"; ▲/▼: the paired 95 % interval of the difference to {self.against} lies above/below "
                      f"0 (unmarked: the interval spans 0, or the runs cannot be paired)")
         if self.bold is not None:
             text += "; bold: best of its row per backbone, with an interval against the runner-up above 0"
@@ -261,8 +261,7 @@ def source_mismatch(*arms: pd.DataFrame) -> str | None:
     return f"different source models ({', '.join(w[:8] for w in known)})" if len(known) > 1 else None
 
 
-def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1", resamples: int = RESAMPLES,
-                  seed: int = BOOTSTRAP_SEED) -> tuple[dict, dict]:
+def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1") -> tuple[dict, dict]:
     """Every configuration against ``against`` (a configuration name, e.g. source) in each cell both have.
 
     Returns ({cell key: Comparison}, {cell key: why not}) where a cell key is the values of
@@ -289,7 +288,10 @@ def compare_cells(df: pd.DataFrame, against: str = "source", metric: str = "R@1"
             if why := source_mismatch(arm, ref):
                 missing[key] = why
                 continue
-            out[key] = compare(runs_a, runs_b, metric, resamples, seed)
+            try:
+                out[key] = compare(runs_a, runs_b, metric, list(arm["seed"]), list(ref["seed"]))
+            except ValueError as e:
+                missing[key] = str(e)
     return out, missing
 
 
@@ -416,8 +418,7 @@ def _pivot_columns(part: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "skewness", bold: bool = False,
-                 mean: bool = False, per_model: bool = False, comparisons: dict | None = None,
-                 resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED) -> list[Table]:
+                 mean: bool = False, per_model: bool = False, comparisons: dict | None = None) -> list[Table]:
     """Shifts as rows, (model, configuration) as columns: one table per (scenario, data, trained-on data), and per
     backbone with ``per_model``.
 
@@ -456,7 +457,7 @@ def pivot_tables(df: pd.DataFrame, metric: str = "R@1", second: str | None = "sk
         n = frame_of(lambda g: None if g is None else float(len(g)))
         det = frame_of(lambda g: None if g is None else bool(g["deterministic"].all()), object)
         marks = frame_of(lambda g: None if g is None else _mark(comparisons.get(_cell_key(g.iloc[0]))), object)
-        best = _bold(values[metric], cell_runs, metric, resamples, seed) if bold else None
+        best = _bold(values[metric], cell_runs, metric) if bold else None
         shifted = [i for i, (_, r) in enumerate(rows) if r != "clean"]
         if mean and shifted:
             for frame in values.values():
@@ -487,7 +488,7 @@ def _mark(c: Comparison | None) -> str | None:
     return None if c is None or c.mark == "tie" else c.mark
 
 
-def _bold(frame: pd.DataFrame, cell_runs: dict, metric: str, resamples: int, seed: int) -> pd.DataFrame:
+def _bold(frame: pd.DataFrame, cell_runs: dict, metric: str) -> pd.DataFrame:
     """True where a cell is the best of its row within its backbone and its paired interval against the
     runner-up lies above zero."""
     out = pd.DataFrame(False, index=frame.index, columns=frame.columns)
@@ -500,32 +501,38 @@ def _bold(frame: pd.DataFrame, cell_runs: dict, metric: str, resamples: int, see
             a, b = cell_runs[(task, row, model, first)], cell_runs[(task, row, model, second)]
             runs = list(a["queries"]) + list(b["queries"])
             if metric in PAIRED_METRICS and all(isinstance(q, QueryRanks) for q in runs) and not source_mismatch(a, b):
-                if compare(list(a["queries"]), list(b["queries"]), metric, resamples, seed).low > 0:
+                try:
+                    better = compare(list(a["queries"]), list(b["queries"]), metric, list(a["seed"]),
+                                     list(b["seed"])).low > 0
+                except ValueError:  # no seed in common: not comparable
+                    better = False
+                if better:
                     out.loc[(task, row), (model, first)] = True
     return out
 
 
 def comparison_tables(comparisons: dict, missing: dict, against: str, metric: str = "R@1") -> list[Table]:
     """The paired comparisons as tables: one line per (cell, configuration) with the difference to ``against``,
-    its 95 % interval, the sign-flip p and the seeds and queries it is over; and the win/tie/loss count per
-    configuration (a win: interval above zero; a loss: below; a tie: it spans zero)."""
+    its 95 % interval, p and the seeds and queries it is over; and per configuration the win/tie/loss count with
+    the number of comparisons, the Holm-corrected count and the pooled difference over its cells."""
     if not comparisons and not missing:
         return []
     names = ["data", "task", "scenario", "model", "config", "shift"]
-    rows, idx = [], []
+    rows, idx, seed_notes = [], [], []
     tally: dict = {}
-    diffs: dict = {}  # (model, config) -> [(difference, cell label, comparison)]
+    cells: dict = {}  # (model, config) -> [(cell label, comparison)]
     for key, c in comparisons.items():
         k = dict(zip(CELL, key, strict=True))
         idx.append((k["data"], k["task"], k["scenario"], k["model"], k["config"], shift_label(k["shift"], k["severity"])))
-        rows.append([c.diff, c.low, c.high, c.p, c.seeds_a, c.seeds_b, c.queries])
-        t = tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "not paired": 0})
-        t[c.mark] += 1
-        diffs.setdefault((k["model"], k["config"]), []).append((c.diff, idx[-1], c))
+        rows.append([c.diff, c.low, c.high, c.p, c.runs, len(c.seeds_a), len(c.seeds_b), c.queries])
+        if c.note:
+            seed_notes.append(f"{' '.join(map(str, idx[-1][3:]))}: {c.note}")
+        tally.setdefault((k["model"], k["config"]), {"not paired": 0})
+        cells.setdefault((k["model"], k["config"]), []).append((idx[-1], c))
     for key in missing:
         k = dict(zip(CELL, key, strict=True))
-        tally.setdefault((k["model"], k["config"]), {"better": 0, "tie": 0, "worse": 0, "not paired": 0})["not paired"] += 1
-    labels = [f"Δ {metric}", "95% low", "95% high", "p (sign-flip)", "seeds", f"seeds {against}", "queries"]
+        tally.setdefault((k["model"], k["config"]), {"not paired": 0})["not paired"] += 1
+    labels = [f"Δ {metric}", "95% low", "95% high", "p", "runs paired", "seeds", f"seeds {against}", "queries"]
     cols = pd.MultiIndex.from_tuples([("", lab) for lab in labels])
     out = []
     if rows:
@@ -537,47 +544,60 @@ def comparison_tables(comparisons: dict, missing: dict, against: str, metric: st
         marks = pd.DataFrame(None, index=detail.index, columns=cols, dtype=object)
         marks[("", labels[0])] = [_mark(comparisons[keys[i]]) for i in perm]
         seeds = int(detail[("", "seeds")].max())
-        out.append(Table(f"{metric} difference to {against} (paired, per cell)", detail, "difference", seeds, (),
-                         marks=marks, against=against, about=(
-                             f"points of {metric}; 95 % hierarchical bootstrap interval over seeds then queries; "
-                             f"p of the paired sign-flip test; ▲/▼ only where the interval excludes 0"), digits={labels[3]: 3, "seeds": 0, f"seeds {against}": 0,
-                                                               "queries": 0}))
-    out.append(_wtl_table(tally, diffs, f"wins / ties / losses against {against} over all cells ({metric})"))
+        out.append(Table(f"{metric} difference to {against} (paired by seed and query, per cell)", detail,
+                         "difference", seeds, (), marks=marks, against=against, notes=seed_notes, about=(
+                             f"points of {metric}; 95 % t interval with seed and query variance components "
+                             f"(docs/methods/metrics.md); p of the same t statistic; runs paired: the seeds both "
+                             f"arms ran (1: one run, or a stream identical across seeds); ▲/▼ only where the "
+                             f"interval excludes 0, each cell on its own (no multiplicity correction)"),
+                         digits={"p": 3, "runs paired": 0, "seeds": 0, f"seeds {against}": 0, "queries": 0}))
+    out.append(_wtl_table(tally, cells, f"wins / ties / losses against {against} over all cells ({metric})"))
     if len({m for m, _ in tally}) > 1:  # the whole matrix, each cell of every backbone weighing the same
         pooled_tally: dict = {}
-        pooled_diffs: dict = {}
+        pooled_cells: dict = {}
         for (_, cfg), t in tally.items():
-            p = pooled_tally.setdefault(("all", cfg), dict.fromkeys(t, 0))
-            for w, n in t.items():
-                p[w] += n
-        for (_, cfg), d in diffs.items():
-            pooled_diffs.setdefault(("all", cfg), []).extend(d)
-        out.append(_wtl_table(pooled_tally, pooled_diffs, f"wins / ties / losses against {against} over all cells "
+            pooled_tally.setdefault(("all", cfg), {"not paired": 0})["not paired"] += t["not paired"]
+        for (_, cfg), cs in cells.items():
+            pooled_cells.setdefault(("all", cfg), []).extend(cs)
+        out.append(_wtl_table(pooled_tally, pooled_cells, f"wins / ties / losses against {against} over all cells "
                                                           f"of every backbone together ({metric})"))
     return out
 
 
-def _wtl_table(tally: dict, diffs: dict, title: str) -> Table:
-    """The win/tie/loss count, the mean difference and the worst cell per (model, config) of ``tally``."""
+def _wtl_table(tally: dict, cells: dict, title: str) -> Table:
+    """Per (model, config): the win/tie/loss count over its cells, the number of comparisons, the wins and losses
+    that survive Holm's correction over those comparisons, the pooled difference with its interval, and the worst
+    cell."""
     order = sorted(tally, key=lambda mc: (mc[0], ADAPTER_ORDER.index(mc[1]) if mc[1] in ADAPTER_ORDER else 99, mc[1]))
-    # the mean over paired cells (each cell weighs the same) and the worst cell: a method that wins often but loses
-    # badly once must show it beside its count
-    worst = {k: min(v, key=lambda t: t[0]) for k, v in diffs.items()}
-    wtl = pd.DataFrame([[tally[k][w] for w in ("better", "tie", "worse", "not paired")]
-                        + ([float(np.mean([d for d, _, _ in diffs[k]])), worst[k][0]] if k in diffs else [None, None])
-                        for k in order],
-                       index=pd.MultiIndex.from_tuples(order, names=["model", "config"]),
-                       columns=pd.MultiIndex.from_tuples([("", "wins"), ("", "ties"), ("", "losses"),
-                                                          ("", "not paired"), ("", "mean Δ"), ("", "worst Δ")]),
-                       dtype=float)
-    notes = [f"worst cell of {m} {cfg}: {label[3] + ' ' if m == 'all' else ''}"
-             f"{' '.join(str(x) for x in label[:3])} {label[5]}, Δ {c.diff:.1f} [{c.low:.1f}, {c.high:.1f}]"
-             for (m, cfg), (_, label, c) in ((k, worst[k]) for k in order if k in worst)]
-    return Table(title, wtl, "count", 1, (), default_digits=0, digits={"mean Δ": 2, "worst Δ": 1}, notes=notes,
-                 about="a win or loss: the paired 95 % interval lies wholly above or below 0; "
-                       "a tie: it spans 0; not paired: a run without per-query ranks, or "
-                       "the two arms start from different source weights; mean Δ: the mean difference over "
-                       "the paired cells, each cell weighing the same; worst Δ: the lowest cell")
+    lines, notes = [], []
+    for k in order:
+        cs = [c for _, c in cells.get(k, [])]
+        marks = [c.mark for c in cs]
+        family = holm_marks(cs) if cs else []
+        diff, low, high = pooled(cs) if cs else (None, None, None)
+        # the worst cell beside the count: a method that wins often but loses badly once must show it
+        worst = min(cells[k], key=lambda t: t[1].diff) if cs else None
+        lines.append([marks.count("better"), marks.count("tie"), marks.count("worse"), tally[k]["not paired"],
+                      len(cs), family.count("better"), family.count("worse"), diff, low, high,
+                      worst[1].diff if worst else None])
+        if worst:
+            label, c = worst
+            notes.append(f"worst cell of {k[0]} {k[1]}: {label[3] + ' ' if k[0] == 'all' else ''}"
+                         f"{' '.join(str(x) for x in label[:3])} {label[5]}, Δ {c.diff:.1f} [{c.low:.1f}, {c.high:.1f}]")
+    labels = ["wins", "ties", "losses", "not paired", "comparisons", "wins (Holm)", "losses (Holm)", "pooled Δ",
+              "pooled low", "pooled high", "worst Δ"]
+    wtl = pd.DataFrame(lines, index=pd.MultiIndex.from_tuples(order, names=["model", "config"]),
+                       columns=pd.MultiIndex.from_tuples([("", lab) for lab in labels]), dtype=float)
+    n = int(wtl[("", "comparisons")].sum())
+    return Table(f"{title}, {n} comparison{'s' * (n != 1)}", wtl, "count", 1, (), default_digits=0,
+                 digits={"pooled Δ": 2, "pooled low": 2, "pooled high": 2, "worst Δ": 1}, notes=notes,
+                 about="a win or loss: the cell's paired 95 % interval lies wholly above or below 0, a tie: it spans "
+                       "0 -- each cell at 95 %, so over many cells some wins and losses are chance (at 5 % each, 1 "
+                       "in 20 null cells); comparisons: the cells counted; wins/losses (Holm): those that remain "
+                       "when all the comparisons of a line are one family (Holm's correction, family-wise 5 %); "
+                       "not paired: no per-query ranks, different source weights or no seed in common; pooled Δ: "
+                       "the mean difference over the line's cells (each weighing the same) with its 95 % interval, "
+                       "the way to compare two methods over a matrix; worst Δ: the lowest cell")
 
 
 LIST_COLUMNS = (("R@1", "R@1", 1), ("R@1 raw", "R@1 before refinement", 1), ("R@5", "R@5", 1),

@@ -1,0 +1,111 @@
+"""Intervals and tests for paired comparisons of runs over seeds and queries, and Holm's multiplicity correction
+(docs/methods/metrics.md, "Comparisons").
+
+The data of one comparison is D[s, q]: arm A's per-query hit minus arm B's, at seed s (both arms ran it, on the
+same stream) and query q. Seeds and queries are crossed random factors, so the mean of D has the variance of a
+two-way random-effects design without replication,
+
+    Var(mean D) = sigma_seed^2 / S + sigma_query^2 / N + sigma_resid^2 / (S N).
+
+The estimate is var(per-seed means) / S + var(per-query means) / N = (MS_seed + MS_query) / (S N), which counts
+the residual twice (expectation sigma_seed^2 / S + sigma_query^2 / N + 2 sigma_resid^2 / (S N)): a little
+conservative when the seeds agree, and never narrower than either factor alone. The interval is t-based with
+Satterthwaite's degrees of freedom, which fall towards S - 1 when the seed variance dominates: with three seeds it
+is then wide, as it must be. The p-value is the same t statistic's, so p < 0.05 exactly when the 95 % interval
+excludes 0. Subtracting the residual (the unbiased ANOVA estimate) or a pre-test for a seed effect lose coverage with
+three seeds, and a bootstrap of three seeds sees at most ten seed sets and shrinks their variance by (S - 1) / S;
+tests/metrics/test_statistics.py checks coverage and power by simulation (docs/methods/metrics.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean difference with its standard error, degrees of freedom, interval and two-sided p."""
+
+    diff: float
+    se: float
+    df: float
+    low: float
+    high: float
+    p: float
+
+
+def satterthwaite(terms: list[tuple[float, float]]) -> tuple[float, float]:
+    """(variance, degrees of freedom) of a sum of variance terms ``(value, df)`` (Welch-Satterthwaite)."""
+    var = float(sum(v for v, _ in terms))
+    den = sum(v * v / d for v, d in terms if d > 0 and v != 0)
+    return var, (var * var / den if den > 0 else np.inf)
+
+
+def t_estimate(diff: float, var: float, df: float, level: float = LEVEL) -> Estimate:
+    """The t interval and two-sided p of ``diff`` with variance ``var`` on ``df`` degrees of freedom."""
+    se = float(np.sqrt(max(var, 0.0)))
+    if se == 0:  # no variation at all: the difference is what it is
+        return Estimate(diff, 0.0, df, diff, diff, 1.0 if diff == 0 else 0.0)
+    q = stats.t.ppf((1 + level) / 2, df)
+    return Estimate(diff, se, df, diff - q * se, diff + q * se, float(2 * stats.t.sf(abs(diff) / se, df)))
+
+
+def variance_terms(d: np.ndarray) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """The query and seed variance terms ``(value, df)`` of the mean of ``d`` (S, N): the variance of the per-query
+    means over N (``MS_query / (S N)``) and of the per-seed means over S (``MS_seed / (S N)``; none with one seed)."""
+    d = np.atleast_2d(np.asarray(d, dtype=np.float64))
+    s, n = d.shape
+    query = [(float(d.mean(0).var(ddof=1)) / n if n > 1 else 0.0, n - 1)]
+    return query, ([] if s == 1 else [(float(d.mean(1).var(ddof=1)) / s, s - 1)])
+
+
+def paired_interval(d: np.ndarray, level: float = LEVEL) -> Estimate:
+    """Mean of the paired differences ``d`` (seeds x queries) with its variance-components t interval and p."""
+    d = np.atleast_2d(np.asarray(d, dtype=np.float64))
+    query, seed = variance_terms(d)
+    var, df = satterthwaite(query + seed)
+    return t_estimate(float(d.mean()), var, df, level)
+
+
+def pooled_interval(cells: list[tuple[np.ndarray, np.ndarray]], level: float = LEVEL) -> Estimate:
+    """The mean over cells of their paired differences, each cell ``(d, query_keys)`` with ``d`` (S, N).
+
+    Cells of one matrix share their queries (the same captions or videos under every shift), so a query that one
+    method handles well lifts every cell: the query term is taken on the per-query differences averaged over the
+    cells (over the queries every cell has; cells that share none are independent). The seed terms of the cells
+    add as independent (each cell is its own stream)."""
+    if not cells:
+        raise ValueError("no cells to pool")
+    c = len(cells)
+    diff = float(np.mean([np.mean(d) for d, _ in cells]))
+    common = cells[0][1]
+    for _, keys in cells[1:]:
+        common = common[np.isin(common, keys)]
+    terms: list[tuple[float, float]] = []
+    if len(common) == len(cells[0][1]) and all(len(k) == len(common) for _, k in cells):
+        per_query = np.mean([np.atleast_2d(d).mean(0)[np.argsort(k)] for d, k in cells], axis=0)
+        terms.append((float(per_query.var(ddof=1)) / len(per_query) if len(per_query) > 1 else 0.0,
+                      len(per_query) - 1))
+    else:
+        terms += [(v / c ** 2, df) for d, _ in cells for v, df in variance_terms(d)[0]]
+    terms += [(v / c ** 2, df) for d, _ in cells for v, df in variance_terms(d)[1]]
+    var, df = satterthwaite(terms)
+    return t_estimate(diff, var, df, level)
+
+
+def holm(p: np.ndarray | list[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control over all the given tests)."""
+    p = np.asarray(p, dtype=np.float64)
+    m = len(p)
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
