@@ -22,18 +22,19 @@ N = 400
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    """Source, a clearly better adapter (tent, 3 seeds) and one that differs by a single query (sar)."""
+    """Source and a clearly better adapter (tent) on seeds 1-3, and one that differs by a single query (sar, seed 1)."""
     root = tmp_path_factory.mktemp("sweep")
     rng = np.random.default_rng(7)
     base = rng.random(N) < 0.3
     write_run(root, adapter="source", shift="clean", severity=5, ranks=ranks_with_hits(rng.random(N) < 0.5, rng))
-    write_run(root, adapter="source", ranks=ranks_with_hits(base, rng), ms=10.0)
+    for seed in (1, 2, 3):  # a source that draws nothing at random: the same ranks at every seed
+        write_run(root, adapter="source", seed=seed, ranks=ranks_with_hits(base, np.random.default_rng(8)), ms=10.0)
     for seed, extra in ((1, 0.20), (2, 0.25), (3, 0.15)):
         write_run(root, adapter="tent", seed=seed, ranks=ranks_with_hits(base | (rng.random(N) < extra), rng),
                   ms=30.0, adapt_share=0.5)
     one_more = base.copy()
     one_more[np.flatnonzero(~base)[0]] = True  # a 0.25-point "win"
-    write_run(root, adapter="sar", ranks=ranks_with_hits(one_more, rng), ms=20.0, adapt_share=0.4,
+    write_run(root, adapter="sar", seed=1, ranks=ranks_with_hits(one_more, rng), ms=20.0, adapt_share=0.4,
               failed=np.arange(N) < 3)
     return root
 
@@ -183,7 +184,7 @@ def _pair_with_delta(delta: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_win_tie_loss_table_gives_the_mean_and_the_worst_cell(tmp_path):
-    """Over two cells (gaussian: +10 points, fog: -5 points) the tally row carries mean Δ = 2.5 and worst Δ = -5,
+    """Over two cells (gaussian: +10 points, fog: -5 points) the tally row carries pooled Δ = 2.5 and worst Δ = -5,
     and a note names the fog cell with its interval."""
     rng = np.random.default_rng(11)
     for shift, delta in (("gaussian", 40), ("fog", -20)):
@@ -193,12 +194,15 @@ def test_win_tie_loss_table_gives_the_mean_and_the_worst_cell(tmp_path):
     rep = build_report(tmp_path, tmp_path / "r")
     wtl = rep["comparisons"][1]
     row = wtl.frame.loc[("clip4clip", "tent")]
-    assert row[("", "mean Δ")] == pytest.approx((100 * 40 / N - 100 * 20 / N) / 2)
+    assert row[("", "pooled Δ")] == pytest.approx((100 * 40 / N - 100 * 20 / N) / 2)
     assert row[("", "worst Δ")] == pytest.approx(-100 * 20 / N)
     assert row[("", "wins")] == 1 and row[("", "losses")] == 1
     [note] = wtl.notes
     assert note.startswith("worst cell of clip4clip tent: synth v2t qs fog s5, Δ -5.0 [")
-    assert "| 2.50 | -5.0 |" in wtl.to_markdown()
+    # 2 comparisons, both marks survive Holm over them; the pooled difference has its interval
+    assert wtl.title.endswith("2 comparisons") and "| 2 | 1 | 1 | 2.50 |" in wtl.to_markdown()
+    assert row[("", "wins (Holm)")] == 1 and row[("", "losses (Holm)")] == 1
+    assert row[("", "pooled low")] < 2.5 < row[("", "pooled high")]
 
 
 def test_the_whole_matrix_pools_every_backbone_with_each_cell_weighing_the_same(tmp_path):
@@ -215,7 +219,7 @@ def test_the_whole_matrix_pools_every_backbone_with_each_cell_weighing_the_same(
     assert "every backbone together" in pooled.title and "every backbone" not in per_model.title
     row = pooled.frame.loc[("all", "tent")]
     assert (row[("", "wins")], row[("", "ties")], row[("", "losses")]) == (2, 0, 1)
-    assert row[("", "mean Δ")] == pytest.approx((10 - 5 + 5) / 3)
+    assert row[("", "pooled Δ")] == pytest.approx((10 - 5 + 5) / 3)
     assert row[("", "worst Δ")] == pytest.approx(-5)
     [note] = pooled.notes
     assert note.startswith("worst cell of all tent: clip4clip synth v2t qs fog s5, Δ -5.0 [")
