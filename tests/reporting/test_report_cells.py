@@ -45,7 +45,7 @@ def test_sweep_report_example_repeats_clean_once_and_marks_it_deterministic(tmp_
     src_clean = table.frame.loc[("xpool", "source"), ("clean", "clean")]
     assert f"{src_clean:.1f} (det.)" in md
     comps, _ = compare_cells(df, "source")
-    assert all(c.seeds_a == 1 and c.seeds_b == 1 for c in comps.values())  # bootstrapped as one seed, not three
+    assert all(c.seeds_a == (42,) and c.seeds_b == (42,) and c.runs == 1 for c in comps.values())  # one run, not three
 
 
 def test_identical_ranks_over_seeds_are_deterministic_and_other_ranks_are_not(tmp_path):

@@ -72,7 +72,7 @@ def test_the_gain_plot_and_the_win_tie_loss_table_have_one_mean(sweep):
     assert any(k[7] == "clean" for k in comps)
     wtl = next(t for t in comparison_tables(comps, missing, "source") if t.title.startswith("wins"))
     [gain] = _gain_cost_points(v2t, comps, "source")["gain"]
-    assert gain == pytest.approx(wtl.frame.loc[("clip4clip", "tent"), ("", "mean Δ")])
+    assert gain == pytest.approx(wtl.frame.loc[("clip4clip", "tent"), ("", "pooled Δ")])
     assert gain == pytest.approx(np.mean([c.diff for c in comps.values()]))
 
 
