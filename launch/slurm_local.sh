@@ -7,7 +7,15 @@
 set -euo pipefail
 if [ "${1:-}" = "--stop" ]; then
   dir="${2:-/tmp/tta-slurm}"
-  for pid in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true; done
+  # this cluster's jobs first (their step daemons outlive slurmd), then the daemons; SIGKILL what lingers
+  SLURM_CONF="$dir/slurm.conf" timeout 20 scancel --full --quiet --user "$(id -un)" 2>/dev/null || true
+  pids=""
+  for f in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do [ -f "$f" ] && pids="$pids $(cat "$f")"; done
+  [ -n "$pids" ] && kill $pids 2>/dev/null || true
+  for _ in $(seq 10); do alive=""; for p in $pids; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+    [ -z "$alive" ] && break; sleep 0.5; done
+  [ -n "${alive:-}" ] && kill -9 $alive 2>/dev/null || true
+  rm -f "$dir/slurmd.pid" "$dir/slurmctld.pid"
   exit 0
 fi
 dir="${1:-/tmp/tta-slurm}"
@@ -24,13 +32,15 @@ if ! pgrep -x munged >/dev/null; then
   runuser -u munge -- munged 2>/dev/null || munged --force
 fi
 host="$(hostname -s)"
-cpus="$(nproc)"
+cpus="$(getconf _NPROCESSORS_ONLN)"  # not nproc: it follows OMP_NUM_THREADS
 mem_mb="$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))"
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=tta-local
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
+# a requeued job may start again after cred_expire seconds (default 120)
+AuthInfo=cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid

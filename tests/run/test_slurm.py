@@ -60,12 +60,10 @@ def _sweep(cache: Path, sweep_dir: Path) -> subprocess.Popen:
                             text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def _job_id(job_dir: Path) -> str | None:
-    """The SLURM job id (``<array>_<index>``) of the job writing ``job_dir``, from the array's submitit logs."""
-    for log in (job_dir.parent / ".submitit").glob("*/*_log.out"):
-        if str(job_dir) in log.read_text(errors="replace"):
-            return log.name.removesuffix("_log.out").rsplit("_", 1)[0]
-    return None
+def _job_id(sweep_dir: Path, index: int) -> str | None:
+    """The SLURM id (``<array>_<index>``) of the sweep's job ``index`` (Hydra's job number = the array index)."""
+    folders = [p.name for p in (sweep_dir / ".submitit").glob("*_*") if p.name.split("_")[0].isdigit()]
+    return f"{folders[0].split('_')[0]}_{index}" if folders else None
 
 
 def test_a_slurm_array_with_a_preempted_and_a_failing_job(slurm_cluster, tiny_cache, tmp_path):
@@ -77,10 +75,10 @@ def test_a_slurm_array_with_a_preempted_and_a_failing_job(slurm_cluster, tiny_ca
 
     started = time.time()
     proc = _sweep(tiny_cache, sweep_dir)
-    job = sweep_dir / "adapter=hatvtr,batch_size=2,checkpoint_every=1,shift=gaussian"
+    job = sweep_dir / "adapter=hatvtr,batch_size=2,checkpoint_every=1,shift=gaussian"  # job 0 of the array
     deadline, requeued_at = time.time() + 600, -1
     while time.time() < deadline and proc.poll() is None:
-        if (pos := _position(job / "resume.pt")) >= 3 and (jid := _job_id(job)) is not None:
+        if (pos := _position(job / "resume.pt")) >= 3 and (jid := _job_id(sweep_dir, 0)) is not None:
             subprocess.run(["scontrol", "requeue", jid], check=True, timeout=60)
             requeued_at = pos
             break

@@ -188,6 +188,8 @@ def build_loggers(logger_cfg, run_dir: str | os.PathLike, config: dict[str, Any]
         kwargs: dict[str, Any] = {"save_dir": str(Path(run_dir) / str(entry.get("save_dir") or "."))}
         if "id" in entry and entry.id is None:
             kwargs["id"] = run_id(identity)
+        if "tracking_uri" in entry and entry.tracking_uri is None:  # a store of the run's own
+            kwargs["tracking_uri"] = f"sqlite:///{Path(run_dir).resolve() / 'mlflow.db'}"
         if isinstance(entry.get("tags"), Mapping):  # key-value tags (MLflow) are strings: a tracking server's REST
             kwargs["tags"] = {str(k): str(v) for k, v in entry.tags.items()}  # API refuses an int severity
         try:

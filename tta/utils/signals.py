@@ -68,13 +68,14 @@ class StopSignals:
         self.in_stream = False
         self._pid = os.getpid()  # forked loader workers inherit the handler until they reset it: they ignore it
         self.requeue: Callable | None = None
+        self._preempt: int | None = None
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
         preempt = getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), None)
         signums = [signal.SIGTERM, signal.SIGINT]
         if preempt is not None and (requeue := _submitit_handler(preempt)) is not None:
-            self.requeue = requeue
+            self.requeue, self._preempt = requeue, preempt
             signums.append(preempt)
         for signum in signums:
             try:
@@ -97,6 +98,8 @@ class StopSignals:
             os.kill(os.getpid(), signum)
             return
         self.signum = signum
+        if signum != self._preempt:  # SIGTERM: SLURM requeues a preempted job itself and a cancelled one must stay
+            self.requeue = None      # cancelled (submitit too requeues on its preemption signal alone)
         if not self.in_stream:
             raise RunInterrupted(signum, requeue=self.requeue)
         log.warning("received %s: stopping after the current batch (send it again to stop at once)",
