@@ -2,10 +2,13 @@
 
 * the embedded ``synth_comp`` benchmark: ``events.json`` written by the renderer (exact time spans, the motion
   phrase of every event and the phrases of motions the clip never shows);
-* ActivityNet Captions: the annotation file's timestamps and sentences, events sorted by start time; the key action
-  of a sentence is its first main verb and its alternatives are WordNet verbs of the same lexicographer file
-  (e.g. ``verb.motion``), inflected like the original (:func:`verb_alternatives`). The paper rewrites the action
-  with a language model; this is the documented approximation (docs/methods/videocomp.md).
+* ActivityNet Captions: the annotation file's timestamps and sentences, filtered as the paper's Sec. 3.1.1 does
+  (:func:`paragraph_events`: a caption that covers more than two other events is a summary and is dropped; of two
+  captions whose temporal IoU exceeds ``IOU_THRESHOLD`` the longer is kept), events sorted by start time; the key
+  action of a sentence is its first main verb and its alternatives are WordNet verbs of the same lexicographer
+  file (e.g. ``verb.motion``), inflected like the original with lemminflect and kept only when the replacement is
+  grammatical (:func:`grammatical_alternative`). The paper rewrites the action with a language model; this is the
+  documented approximation (docs/methods/videocomp.md).
 """
 
 from __future__ import annotations
@@ -22,6 +25,16 @@ from tta.comp.disrupt import EVENTS_FILE, CompItem, Event, join_events
 # verbs that introduce the action rather than name it (ActivityNet's "is seen", "begins to", "continues")
 LIGHT_VERBS = frozenset({"see", "show", "begin", "start", "continue", "seem", "appear", "be", "get", "go"})
 MAX_ALTERNATIVES = 20  # the most frequent verbs of the lexicographer file (SemCor counts): plausible, common words
+# Sec. 3.1.1 names no values: a caption covers an event when it holds this share of the event's span, and two
+# captions whose temporal IoU exceeds the threshold describe the same event (the longer one is kept)
+COVER_SHARE = 0.9
+IOU_THRESHOLD = 0.5
+# WordNet's generic verb frames (nltk frame ids): 1-2 intransitive ("Somebody ----s"), 8-11 transitive
+INTRANSITIVE_FRAMES = frozenset({1, 2})
+TRANSITIVE_FRAMES = frozenset({8, 9, 10, 11})
+# a word after the verb that opens its object (then the replacement must take an object too)
+OBJECT_OPENERS = frozenset({"a", "an", "the", "his", "her", "their", "its", "my", "your", "some", "it", "him",
+                            "them", "this", "that", "these", "those", "another", "one", "two", "several"})
 
 
 def load_comp_items(data_cfg: DictConfig, split: str, cache: Path) -> list[CompItem]:
@@ -63,34 +76,59 @@ def synth_item(video_id: str, video_path: str, described: dict) -> CompItem:
 def activitynet_item(video_id: str, video_path: str, duration: float,
                      annotated: list[tuple[float, float, str]]) -> CompItem:
     events = []
-    for start, end, sentence in sorted(annotated, key=lambda e: (e[0], e[1])):
-        if not sentence:
-            continue
+    for start, end, sentence in paragraph_events(annotated, duration):
         action, alternatives = key_action(sentence)
-        events.append(Event(sentence, max(0.0, start), min(duration, end), action, alternatives))
+        events.append(Event(sentence, start, end, action, alternatives))
     return CompItem(video_id, video_path, duration, tuple(events))
 
 
+def paragraph_events(annotated: list[tuple[float, float, str]], duration: float) -> list[tuple[float, float, str]]:
+    """The captions of a positive paragraph (Sec. 3.1.1), sorted by start: spans clipped to the video; a caption
+    that covers more than two other captions' events (a summary, e.g. 0-90 s over a 90 s video) is dropped; of
+    two captions with temporal IoU above ``IOU_THRESHOLD`` only the longer stays."""
+    spans = [(max(0.0, a), min(duration, b), s) for a, b, s in annotated if s]
+    spans = [e for i, e in enumerate(spans) if sum(covers(e, o) for j, o in enumerate(spans) if j != i) <= 2]
+    kept: list[tuple[float, float, str]] = []
+    for e in sorted(spans, key=lambda e: (-(e[1] - e[0]), e[0])):  # longest first: it wins every IoU clash
+        if all(iou(e, k) <= IOU_THRESHOLD for k in kept):
+            kept.append(e)
+    return sorted(kept, key=lambda e: (e[0], e[1]))
+
+
+def covers(outer: tuple[float, float, str], inner: tuple[float, float, str]) -> bool:
+    """Whether ``outer``'s span holds at least ``COVER_SHARE`` of ``inner``'s."""
+    overlap = min(outer[1], inner[1]) - max(outer[0], inner[0])
+    return overlap >= COVER_SHARE * max(inner[1] - inner[0], 1e-9)
+
+
+def iou(a: tuple[float, float, str], b: tuple[float, float, str]) -> float:
+    """Temporal intersection over union of two spans."""
+    inter = max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+    union = max(a[1], b[1]) - min(a[0], b[0])
+    return inter / union if union > 0 else 0.0
+
+
 def key_action(sentence: str) -> tuple[str, tuple[str, ...]]:
-    """The sentence's first main verb with WordNet alternatives, or ("", ()) when it has none."""
+    """The sentence's first main verb with grammatical WordNet alternatives, or ("", ()) when it has none."""
     from tta.shifts.text.pos import AUX_BE, AUX_HAVE_DO, pos_tag
     from tta.shifts.text.wordnet import wordnet
 
     words = re.findall(r"[A-Za-z]+", sentence)
-    for word, tag in zip(words, pos_tag(words), strict=True):
+    for k, (word, tag) in enumerate(zip(words, pos_tag(words), strict=True)):
         if tag != "VERB" or word.lower() in AUX_BE | AUX_HAVE_DO:
             continue
         if wordnet().morphy(word.lower(), "v") in LIGHT_VERBS:  # "is seen standing": the action is "standing"
             continue
-        alternatives = verb_alternatives(word)
+        alternatives = verb_alternatives(word, words[k + 1] if k + 1 < len(words) else "")
         if alternatives:
             return word, alternatives
     return "", ()
 
 
-def verb_alternatives(word: str) -> tuple[str, ...]:
-    """Verbs of the lexicographer file of ``word``'s most frequent verb sense, excluding its own synonyms,
-    inflected like ``word`` (-ing, -ed, -s or the base form)."""
+def verb_alternatives(word: str, next_word: str = "") -> tuple[str, ...]:
+    """Verbs of the lexicographer file of ``word``'s most frequent verb sense, excluding its own synonyms, in
+    ``word``'s inflection; a candidate that fails :func:`grammatical_alternative` is dropped (counted in
+    :data:`ALTERNATIVE_COUNTS`)."""
     from tta.shifts.text.wordnet import wordnet
 
     wn = wordnet()
@@ -99,7 +137,67 @@ def verb_alternatives(word: str) -> tuple[str, ...]:
     if not synsets:
         return ()
     own = {name for s in synsets for name in s.lemma_names()}
-    return tuple(inflect(v, word) for v in frequent_verbs(synsets[0].lexname()) if v not in own)[:MAX_ALTERNATIVES]
+    out = []
+    for verb in frequent_verbs(synsets[0].lexname()):
+        if verb in own:
+            continue
+        form = grammatical_alternative(word, verb, next_word, synsets[0].lexname())
+        ALTERNATIVE_COUNTS["candidates"] += 1
+        if form is None:
+            ALTERNATIVE_COUNTS["dropped"] += 1
+            continue
+        out.append(form)
+        if len(out) == MAX_ALTERNATIVES:
+            break
+    return tuple(out)
+
+
+#: candidates considered and dropped as ungrammatical by :func:`verb_alternatives` in this process (the share
+#: dropped is reported by the probe: results.json ``comp.action_candidates``)
+ALTERNATIVE_COUNTS = {"candidates": 0, "dropped": 0}
+
+
+def penn_tag(word: str) -> str | None:
+    """The verb form of ``word`` as a Penn tag (VBG, VBD, VBN, VBZ, VBP), preferring the tag of the form's
+    commonest reading; None when lemminflect does not know it as a verb form."""
+    from lemminflect import getAllLemmas, getInflection
+
+    low = word.lower()
+    for lemma in getAllLemmas(low, upos="VERB").get("VERB", ()):
+        for tag in ("VBG", "VBZ", "VBD", "VBN", "VBP"):
+            if low in getInflection(lemma, tag=tag):
+                return tag
+    return None
+
+
+def verb_frames(lemma: str, lexname: str | None = None) -> set[int]:
+    """WordNet frame ids of ``lemma``'s verb senses (those of lexicographer file ``lexname`` when given: the
+    sense the replacement is drawn for, so "place" as in "come in second" does not license "is seen placing")."""
+    from tta.shifts.text.wordnet import wordnet
+
+    return {f for s in wordnet().synsets(lemma, "v") if lexname is None or s.lexname() == lexname
+            for lem in s.lemmas() if lem.name() == lemma for f in lem.frame_ids()}
+
+
+def grammatical_alternative(word: str, verb: str, next_word: str = "", lexname: str | None = None) -> str | None:
+    """``verb`` inflected as ``word`` (same Penn tag, so it agrees with the same subject), or None when that is
+    not grammatical: an unknown form or lemma (no "carrys"), or a verb that cannot be used as ``word`` is (it must
+    take an object when ``next_word`` opens one, and go without one otherwise: "is seen standing" never becomes
+    "is seen putting")."""
+    from lemminflect import getAllInflections, getInflection
+
+    tag = penn_tag(word)
+    if tag is None or not getAllInflections(verb, upos="VERB"):  # dictionary forms only, no rule-made guesses
+        return None
+    forms = getInflection(verb, tag=tag, inflect_oov=False)
+    if not forms:
+        return None
+    frames = verb_frames(verb, lexname)
+    needed = TRANSITIVE_FRAMES if next_word.lower() in OBJECT_OPENERS else INTRANSITIVE_FRAMES
+    if not frames & needed:
+        return None
+    form = forms[0]
+    return form[:1].upper() + form[1:] if word[:1].isupper() else form
 
 
 def frequent_verbs(lexname: str) -> tuple[str, ...]:
@@ -118,18 +216,3 @@ def _verbs_by_lexname() -> dict[str, tuple[str, ...]]:
             if lemma.name().isalpha():
                 table[lemma.name()] = table.get(lemma.name(), 0) + lemma.count()
     return {lex: tuple(sorted(t, key=lambda v: (-t[v], v))[: 4 * MAX_ALTERNATIVES]) for lex, t in counts.items()}
-
-
-def inflect(verb: str, like: str) -> str:
-    """``verb`` in the form of ``like`` by regular English suffix rules (an approximation for irregular verbs)."""
-    low = like.lower()
-    stem = verb[:-1] if verb.endswith("e") and not verb.endswith("ee") else verb
-    if re.fullmatch(r"[^aeiou]*[aeiou][^aeiouwxy]", verb):  # one syllable ending consonant-vowel-consonant
-        stem = verb + verb[-1]  # put -> putting, sit -> sitting
-    if low.endswith("ing"):
-        return stem + "ing"
-    if low.endswith("ed"):
-        return stem + "ed"
-    if low.endswith("s") and not low.endswith("ss"):
-        return verb + ("es" if verb.endswith(("s", "sh", "ch", "x", "z", "o")) else "s")
-    return verb

@@ -8,8 +8,8 @@
   (``shift.motion_store=false`` in a run);
 * ``donor_pool``: the event-insertion :class:`~tta.shifts.video.donors.DonorPool` (docs/shifts/mlvp.md, App. E.3), train-split videos
   embedded by the run's backbone **before** any adaptation, its embeddings cached under
-  ``<cache>/donor_pool/``; ``donor_query_source`` counts how the queries were formed (generated caption, ground-
-  truth caption, video embedding), read by :func:`tta.shifts.registry.implementation_record`.
+  ``<cache>/donor_pool/``; ``donor_query_source`` counts how the queries were formed (generated caption or video
+  embedding; never a ground-truth caption), read by :func:`tta.shifts.registry.implementation_record`.
 
 Only the resources that the stream's shifts need are built (for a mixed stream, those of every shift its plan
 uses).
@@ -92,12 +92,13 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
     emb = pool_embeddings([p.video_path for p in chosen], encode,
                           cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt", batch=len(chosen))
     fallback = options.get("caption_fallback", "video")
-    if fallback not in ("video", "ground_truth"):
-        raise ValueError(f"event_insertion caption_fallback must be video or ground_truth, got {fallback!r}")
-    sources = query_sources(test_pairs, main_objects, query, fallback)
+    if fallback != "video":
+        raise ValueError(f"event_insertion caption_fallback must be video, got {fallback!r} (a donor chosen with the "
+                         "ground-truth caption carries the answer into the query; docs/shifts/mlvp.md)")
+    sources = query_sources(test_pairs, main_objects, query)
     q: dict[str, torch.Tensor] = {}
-    texts = [(p, generated_caption(main_objects, p.video_id) or p.caption) for p in test_pairs
-             if sources[p.video_id] != "video_embedding"]
+    texts = [(p, generated_caption(main_objects, p.video_id)) for p in test_pairs
+             if sources[p.video_id] == "generated_caption"]
     if texts:
         q.update(zip([p.video_id for p, _ in texts], encode_texts(model, [t for _, t in texts],
                                                                                 setting=setting), strict=True))
@@ -107,11 +108,36 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
     counts = dict(Counter(sources.values()))
     log.info("donor pool: %d train videos, %s queries for %d test videos (%s)", len(chosen), query, len(test_pairs),
              counts)
-    if counts.get("ground_truth_caption"):
-        log.warning("event_insertion: %d donor queries are ground-truth captions (optimistic: the evaluation "
-                    "caption picks the donor)", counts["ground_truth_caption"])
+    pool_captions = captions_by_video(train)
     return DonorPool([p.video_path for p in chosen], [p.video_id for p in chosen], emb, {query: q},
-                     query_sources=sources)
+                     query_sources=sources,
+                     excluded=answer_donors(test_pairs, [pool_captions[p.video_id] for p in chosen]))
+
+
+def normalise_caption(text: str) -> str:
+    """Lower case, single spaces, no trailing full stop: two captions are the same text when these are equal."""
+    return " ".join(text.lower().split()).rstrip(" .")
+
+
+def captions_by_video(pairs: Sequence) -> dict[str, set[str]]:
+    """{video id: its normalised captions}."""
+    out: dict[str, set[str]] = {}
+    for p in pairs:
+        out.setdefault(p.video_id, set()).add(normalise_caption(p.caption))
+    return out
+
+
+def answer_donors(test_pairs: Sequence, pool_captions: Sequence[set[str]]) -> dict[str, list[int]]:
+    """{test video id: positions of the pool videos that carry one of its ground-truth captions}.
+
+    Such a pool video shows the answer itself (the pool overlaps the test content), so it may never be the donor."""
+    gt = captions_by_video(test_pairs)
+    by_caption: dict[str, list[int]] = {}
+    for i, caps in enumerate(pool_captions):
+        for c in caps:
+            by_caption.setdefault(c, []).append(i)
+    return {v: sorted({i for c in caps for i in by_caption.get(c, ())}) for v, caps in gt.items()
+            if any(c in by_caption for c in caps)}
 
 
 def generated_caption(main_objects: dict, video_id: str) -> str | None:
@@ -119,13 +145,20 @@ def generated_caption(main_objects: dict, video_id: str) -> str | None:
     return (main_objects.get(video_id.replace("/", "_")) or {}).get("video_caption") or None
 
 
-def query_sources(test_pairs: Sequence, main_objects: dict, query: str, fallback: str = "video") -> dict[str, str]:
-    """{test video id: generated_caption | ground_truth_caption | video_embedding}: how its donor query is formed."""
+def query_sources(test_pairs: Sequence, main_objects: dict, query: str) -> dict[str, str]:
+    """{test video id: generated_caption | video_embedding}: how its donor query is formed.
+
+    A "generated" caption that is one of the video's ground-truth captions is no generated caption (the embedded
+    benchmark writes its own test caption there): a donor chosen with it would match the answer, so the video
+    embedding is the query instead, as for a video without a generated caption."""
     if query == "video":
         return {p.video_id: "video_embedding" for p in test_pairs}
-    miss = "video_embedding" if fallback == "video" else "ground_truth_caption"
-    return {p.video_id: "generated_caption" if generated_caption(main_objects, p.video_id) else miss
-            for p in test_pairs}
+    gt = captions_by_video(test_pairs)
+    out = {}
+    for v in gt:
+        cap = generated_caption(main_objects, v)
+        out[v] = "generated_caption" if cap and normalise_caption(cap) not in gt[v] else "video_embedding"
+    return out
 
 
 def motion_store_enabled(shift_cfg) -> bool:

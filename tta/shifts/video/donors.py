@@ -6,8 +6,12 @@
   image tower, per-frame features **not normalised**, averaged over frames; cached on disk per (model, pool).
 * **Queries**: per test video, the text embedding (not normalised) of its generated caption (``video_caption``
   of the main-objects JSON), or with ``query=video`` the clean clip's mean frame embedding. Without a generated
-  caption the query is the clip embedding (``caption_fallback=video``, default, the paper's query) or the
-  ground-truth caption (``caption_fallback=ground_truth``, docs/shifts/mlvp.md, code vs paper; optimistic); ``query_sources`` records which.
+  caption the query is the clip embedding (``caption_fallback=video``, the paper's query). A ground-truth caption
+  never forms a query, also not when the dataset stores it as the "generated" one (the embedded benchmark does):
+  the donor would then be the pool video that best matches the answer, and inserting it raised v2t R@1 above
+  clean. ``query_sources`` records which query each video got.
+* **Answer donors excluded**: a pool video that carries one of the test video's ground-truth captions is never its
+  donor (nor the video itself).
   Computed once, before any adaptation, so the donor of a video never depends on the
   state of an adapting model.
 * **Donor**: argmax of the raw dot product (deterministic).
@@ -38,16 +42,19 @@ class DonorPool:
         ids: their video ids.
         embeddings: (P, D) pooled, unnormalised frame embeddings.
         queries: ``{query mode: {test video id: (D,) embedding}}``.
+        excluded: ``{test video id: pool positions}`` that may never be its donor (they show its answer).
     """
 
     def __init__(self, paths: Sequence[str], ids: Sequence[str], embeddings: torch.Tensor,
-                 queries: dict[str, dict[str, torch.Tensor]] | None = None, query_sources: dict[str, str] | None = None):
+                 queries: dict[str, dict[str, torch.Tensor]] | None = None, query_sources: dict[str, str] | None = None,
+                 excluded: dict[str, Sequence[int]] | None = None):
         if len(paths) != embeddings.shape[0] or len(paths) == 0:
             raise ValueError(f"donor pool: {len(paths)} videos but {embeddings.shape[0]} embeddings")
         self.paths, self.ids, self.embeddings = list(paths), list(ids), embeddings.float()
         self.queries = queries or {}
-        #: {test video id: generated_caption | ground_truth_caption | video_embedding}
+        #: {test video id: generated_caption | video_embedding}
         self.query_sources = dict(query_sources or {})
+        self.excluded = {v: list(i) for v, i in (excluded or {}).items()}
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -59,7 +66,10 @@ class DonorPool:
             raise KeyError(f"donor pool has no {query!r} query for video {video_id!r}; known query modes: "
                            f"{sorted(self.queries)}")
         scores = self.embeddings @ table[video_id].float()
-        scores[[i for i, v in enumerate(self.ids) if v == video_id]] = -float("inf")  # never the video itself
+        banned = [i for i, v in enumerate(self.ids) if v == video_id] + self.excluded.get(video_id, [])
+        scores[banned] = -float("inf")  # never the video itself, nor a video that carries its answer
+        if len(banned) >= len(self.ids):
+            raise ValueError(f"donor pool: every pool video is excluded for {video_id!r}")
         return int(torch.argmax(scores))
 
     def donor_frames(self, video_id: str, k: int, query: str = "caption_text") -> torch.Tensor:

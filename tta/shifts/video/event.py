@@ -5,12 +5,12 @@ frames. The donor is the pool video (from the **train** split, so never a test v
 product between its pooled frame embedding and the query embedding (not a cosine, as the code) — deterministic,
 no randomness. The query (``query``): ``caption_text`` (default, code: the text embedding of the video's generated
 caption ``video_caption`` of the main-objects JSON) or ``video`` (the clean clip's mean frame embedding, the
-paper's description). A video without a generated caption takes ``caption_fallback``: ``video`` (default, the
-paper's choice) or ``ground_truth`` (the old behaviour, docs/shifts/mlvp.md, code vs paper). The ground-truth caption is optimistic by
-construction: it is the very text that the video is retrieved with (t2v) or has to retrieve (v2t), so the donor it
-selects matches the evaluation caption far better than one chosen from what the model could know about the
-video, and the inserted event disturbs retrieval less than the benchmark intends. The run records how each query
-was formed (``donor_query_source``: generated_caption / ground_truth_caption / video_embedding counts; see
+paper's description). A video without a generated caption, or whose "generated" caption is one of its ground-truth
+captions, takes the video query (``caption_fallback: video``, the only value): a donor chosen with the ground-truth
+caption is the pool clip that best matches the very text the video has to retrieve (v2t), so inserting it carried
+the answer into the query and raised R@1 above clean (docs/shifts/mlvp.md). Pool videos that carry one of the
+query's ground-truth captions are never donors either. The run records how each query
+was formed (``donor_query_source``: generated_caption / video_embedding counts; see
 :func:`tta.shifts.registry.implementation_record`). The pool (:class:`DonorPool`) is built by the run with the
 backbone and cached on disk; it reaches the shift as ``context.resources["donor_pool"]``.
 
