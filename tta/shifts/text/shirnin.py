@@ -123,7 +123,9 @@ def slang_matches(words: list[str]) -> list[tuple[int, int, str]]:
     return out
 
 
-@text_shift("slang", SEVERITIES, "word")
+@text_shift("slang", SEVERITIES, "word",
+            deviation="a shipped ~60-entry lexicon of common informal English, not NL-Augmenter's subset of the "
+                      "Dictionary of English Slang & Colloquialisms")
 def slang(text: str, severity: int, rng: random.Random) -> TextOutcome:
     """Replace ⌈0.2·s·n⌉ of the n slang-lexicon matches by their slang."""
     words = text.split()
@@ -191,7 +193,9 @@ def yoda_clause(words: list[str], tags: list[str]) -> list[str] | None:
     return tail + head
 
 
-@text_shift("yoda", SEVERITIES, "word")
+@text_shift("yoda", SEVERITIES, "word",
+            deviation="rule-based clause flip on the offline POS tagger, not NL-Augmenter's parser-based Yoda "
+                      "transformation")
 def yoda(text: str, severity: int, rng: random.Random) -> TextOutcome:
     """Flip ⌈0.2·s·n⌉ of the n flippable clauses to Yoda's object-subject-verb order."""
     from tta.shifts.text.pos import pos_tag

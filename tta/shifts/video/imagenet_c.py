@@ -157,7 +157,10 @@ def frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     return 255.0 * np.clip(mean + std * z[..., None], 0.0, 1.0)
 
 
-@register_video_shift("frost_approx", level="low")
+@register_video_shift(
+    "frost_approx", level="low", approximates="frost",
+    note="ImageNet-C's frost blend with a procedural frost texture (seeded per video, scaled to the per-channel "
+         "statistics of ImageNet-C's photographs), not a crop of its frost photographs")
 def frost_approx(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8; ImageNet-C's frost blend with one procedural texture per video."""
     a, b = FROST[severity - 1]
