@@ -121,12 +121,13 @@ def register_batched(name: str, exact: bool, cpu: bool = True):
 
 def register_text_shift(name: str, severities=(1,), level: str = "character", *, detailed: Callable | None = None,
                         needs_model: bool = False, approximates: str | None = None, note: str | None = None,
-                        deviation: str | None = None):
+                        deviation: str | None = None, seed_as: str | None = None):
     """Register ``fn(text, severity, rng, **options) -> str`` as the text shift ``name``; ``detailed`` is the same
     shift returning its outcome record (:class:`tta.shifts.text.core.TextOutcome`)."""
     def wrap(fn):
         _TEXT[name] = ShiftInfo(name, "text", fn, tuple(severities), level, detailed=detailed,
-                                needs_model=needs_model, implementation=_implementation(approximates, note, deviation))
+                                needs_model=needs_model, implementation=_implementation(approximates, note, deviation),
+                                seed_as=seed_as)
         return fn
 
     return wrap

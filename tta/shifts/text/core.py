@@ -53,7 +53,7 @@ def text_shift(name: str, severities=CHAR_SEVERITIES, level: str = "character", 
 
     The registry gets the ``-> str`` view and the detailed one; ``needs_model`` marks shifts that only run with a
     local model path (the sentence-level originals; their rule-based approximations have their own ``*_approx``
-    ids); ``implementation`` is what the shift is (``approximates``/``note``/``deviation``,
+    ids); ``implementation`` is what the shift is (``approximates``/``note``/``deviation``, and ``seed_as``,
     :func:`tta.shifts.registry.register_text_shift`).
     """
 
