@@ -25,7 +25,6 @@ from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoI
 from tta.data.workers import loader_workers
 from tta.models.encode import EncodeSetting
 from tta.models.retrieval import RetrievalModel
-from tta.shifts import shift_device
 from tta.utils.forking import loader_worker_init
 
 
