@@ -222,8 +222,8 @@ def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args
 
         fns["cuda"] = on_gpu
     if name in MOTION_SHIFTS and "stored" in args.columns:
+        from tta.shifts.kernels.motion_store import MotionStore
         from tta.shifts.video.common import ShiftContext
-        from tta.shifts.video.motion_store import MotionStore
 
         ctx = ShiftContext(num_frames=clip.shape[0], resources={"motion_store": MotionStore(store_dir)})
         fns["stored"] = lambda: perturb_video(clip, name, args.severity, seeds[0], backend="reference", context=ctx,

@@ -77,7 +77,7 @@ HEAVY_TESTS = {
     "tests/shifts/video/test_shift_video_stats.py::test_h264_bitrate_and_quality_on_a_real_video": "real sample MP4",
     "tests/shifts/video/test_shift_video_pipeline.py::test_every_shift_on_the_real_sample_mp4": "real sample MP4",
     "tests/shifts/video/test_shift_schiappa.py::test_real_sample_videos": "real sample MP4s",
-    "tests/shifts/video/test_farneback.py::test_flow_and_masks_match_opencv_on_real_video": "real sample MP4s",
+    "tests/shifts/kernels/test_farneback.py::test_flow_and_masks_match_opencv_on_real_video": "real sample MP4s",
     "tests/shifts/video/test_shift_video_mid_high.py::test_full_adain_loads_weights_and_transfers_feature_statistics": "VGG AdaIN",
     "tests/shifts/video/test_shift_video_mid_high.py::test_blur_grows_with_severity_on_a_real_video": "real sample MP4",
     "tests/models/test_models.py::test_checkpoint_round_trip_and_wrong_architecture": "embedded model save/load",

@@ -1,5 +1,6 @@
 """The import graph of ``tta``: no circle between its packages (``tta.data``, ``tta.shifts``, ... and the top-level
-modules such as ``tta.run``), so every package can be read and tested on top of the ones below it."""
+modules such as ``tta.run``) nor between its modules, so every package and file can be read and tested on top of the
+ones below it. Imports inside functions count: deferring an import hides a circle, it does not remove it."""
 
 from __future__ import annotations
 
@@ -35,6 +36,32 @@ def package_graph() -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             deps.update(_unit(n) for n in names if n.startswith("tta.") and _exists(_unit(n)) and _unit(n) != unit)
+    return graph
+
+
+def _module_name(file: Path, root: Path) -> str:
+    parts = list(file.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """{module: modules of the same tree it imports}; ``from package import name`` points at the submodule
+    ``package.name`` when there is one, else at the package's ``__init__``."""
+    files = {_module_name(f, root): f for f in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, file in files.items():
+        deps = graph.setdefault(module, set())
+        package = module.split(".") if file.name == "__init__.py" else module.split(".")[:-1]
+        for node in ast.walk(ast.parse(file.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            deps.update(n for n in names if n in files and n != module)
     return graph
 
 
@@ -78,3 +105,26 @@ def test_packages_import_each_other_in_one_direction_only():
     graph = package_graph()
     assert {"tta.data", "tta.shifts", "tta.models", "tta.adapters", "tta.run"} <= set(graph)
     assert cycles(graph) == [], "import circle between packages of tta"
+
+
+def test_module_graph_sees_a_constructed_circle(tmp_path):
+    pkg = tmp_path / "tta"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("def f():\n    from tta.sub.b import g\n")
+    (pkg / "sub" / "b.py").write_text("from . import a\n")
+    (pkg / "c.py").write_text("from tta.sub import a\n")
+    graph = module_graph(pkg)
+    assert graph["tta.c"] == {"tta.sub.a"}
+    assert cycles(graph) == [["tta.sub.a", "tta.sub.b"]]
+
+
+def test_modules_import_each_other_in_one_direction_only():
+    graph = module_graph()
+    assert {"tta.shifts.registry", "tta.data.gallery", "tta.data.module"} <= set(graph)
+    assert cycles(graph) == [], "import circle between modules of tta"
+
+
+def test_shift_registry_imports_no_shift():
+    assert not {m for m in module_graph()["tta.shifts.registry"] if m.startswith("tta.shifts")}

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.cache import FrameCache
 from tta.data.stream import PerturbedCopy, ShiftSpec, TextItems, VideoItems
+from tta.data.workers import loader_workers
 from tta.models.encode import ON_CPU, EncodeSetting, encode_texts, encode_videos, gather_shards, shard
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import load_cached, save_cached
@@ -75,8 +76,6 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
 
     ``shift`` applies only when it is of the gallery's modality (a video shift on a t2v gallery).
     """
-    from tta.data.module import loader_workers
-
     side = "text" if cfg.task == "v2t" else "video"
     gshift = shift if shift.kind == side else ShiftSpec()
     gcopy = copy if shift.kind == side else None

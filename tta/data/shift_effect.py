@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 TEXT_MEASURE = "sentence_cosine_distance"  # 1 - cos(all-MiniLM-L6-v2(clean), all-MiniLM-L6-v2(perturbed))
 VIDEO_MEASURE = "pixel_mean_abs_difference"  # mean |clean - perturbed| over the sampled native frames, / 255
 FILTER_REASON = "below_min_similarity"
+#: what the video record says about Shirnin et al.'s image distance
+D_I_ABSENT = ("not measured: Shirnin et al.'s D_i is the cosine of clean and perturbed image features (higher = "
+              "closer); this record's pixel distance grows the other way and is no substitute")
 
 
 # Within one process (a Hydra multirun sweeps adapters and seeds over the same shifted streams) the same inputs give
@@ -174,7 +177,7 @@ class InputDistances(L.Callback):
             return None
         d = torch.cat(self.values)
         measured = d[~d.isnan()]
-        return {"measure": VIDEO_MEASURE, "num_items": int(d.numel()), "num_unmeasured": int(d.isnan().sum()),
+        return {"measure": VIDEO_MEASURE, "d_i": D_I_ABSENT, "num_items": int(d.numel()), "num_unmeasured": int(d.isnan().sum()),
                 "distance_mean": float(measured.mean()) if measured.numel() else None,
                 "changed_share": float((measured > 0).float().mean()) if measured.numel() else None}
 

@@ -2,7 +2,7 @@
 
 * ``main_objects``: the dataset's ``{name}_main_objects.json`` (docs/shifts/mlvp.md: main-object metadata; the embedded benchmark writes
   exact boxes), needed by main-object occlusion;
-* ``motion_store``: the flow blurs' :class:`~tta.shifts.video.motion_store.MotionStore` under ``<cache>/motion/``
+* ``motion_store``: the flow blurs' :class:`~tta.shifts.kernels.motion_store.MotionStore` under ``<cache>/motion/``
   (each clip's high-motion masks and mean flows, computed once and shared by every severity, seed, adapter and
   both flow blurs; the outputs are the same bits with or without it), unless ``motion_store=False``
   (``shift.motion_store=false`` in a run);
@@ -29,8 +29,8 @@ import torch
 from tta.data.registry import dataset_root, load_pairs
 from tta.data.screen import BadInputError
 from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, encode_videos
+from tta.shifts.kernels.motion_store import MotionStore
 from tta.shifts.video.donors import DonorPool, choose_pool, pool_embeddings
-from tta.shifts.video.motion_store import MotionStore
 from tta.utils.seeding import derive_seed
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ Video shifts act on the native frames in MLVP's order (docs/shifts/mlvp.md): a g
 frames from the frame cache; a group-B shift gets every decoded frame of the file (and its frame rate) and the
 uniform rule is applied to what it returns, padded with the last frame; the CLIP transform comes last. The flow
 blurs, once the run's motion store links a clip to its motion, take the frame cache's frames instead and the video
-is not decoded (:mod:`tta.shifts.video.motion_store`; the same output).
+is not decoded (:mod:`tta.shifts.kernels.motion_store`; the same output).
 Mixed streams (``mixed_severity``, ``mixed_types``) resolve to one (shift, severity) per item first. A perturbed
 copy written by ``python -m tta.perturb`` (:class:`PerturbedCopy`) replaces on-the-fly perturbation.
 """

@@ -29,18 +29,13 @@ import torch
 
 from tta.shifts import text as _text  # noqa: F401  (registers text shifts)
 from tta.shifts import video as _video  # noqa: F401  (registers video shifts)
-from tta.shifts.registry import check_severity, get_shift, text_names, video_names
+from tta.shifts.registry import check_severity, get_shift, item_seed, text_names, video_names
 from tta.shifts.video.mixed import is_mixed
-from tta.utils.seeding import derive_seed
 
 __all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind",
            "implementation_record", "APPLY_AT", "SHIFT_DEVICES", "BACKENDS", "resolve_shift_device",
            "shift_device"]
 
-#: shifts that draw their randomness under another shift's name: ``snow_approx`` draws the same curtain and angle as
-#: ``snow`` (only the blur differs), so the two are comparable item by item, and ``snow_approx`` reproduces the
-#: runs that were labelled ``snow`` while they blurred with taps.
-SEED_ALIASES = {"snow_approx": "snow"}
 APPLY_AT = ("native", "canonical")
 #: ``shift.device``: ``cpu`` (shifts run on the CPU, in the loader workers when there are any), ``model`` (on the
 #: device the model runs on: CUDA when the trainer's accelerator is gpu, or auto with a GPU present; the loader then
@@ -62,11 +57,6 @@ def shift_device(cfg, workers: int = 0) -> torch.device:
     """The device of a run's video shifts: ``cfg.shift.device`` resolved against ``cfg.trainer.accelerator``."""
     shift, trainer = cfg.get("shift") or {}, cfg.get("trainer") or {}
     return resolve_shift_device(str(shift.get("device", "auto")), str(trainer.get("accelerator", "auto")), workers)
-
-
-def item_seed(base_seed: int, item_id: str, shift: str, severity: int) -> int:
-    """Seed of one item under one shift: SHA-256 of ``"{base_seed}/{item_id}/{shift}/{severity}"``."""
-    return derive_seed(base_seed, item_id, SEED_ALIASES.get(shift, shift), severity)
 
 
 def video_shift_names() -> list[str]:

@@ -8,7 +8,9 @@ clip's frames, e.g. temporal scrambling, passes through unchanged). A group-B sh
 ``accepts_sampled=True`` (the flow blurs) may instead be called with the clip's uniform frames alone
 (``ShiftContext.sampled``), and then raises ``WholeVideoNeeded`` if its stored motion is missing.
 a text shift is ``fn(text: str, severity: int, rng: random.Random, **options) -> str``. Shift modules register
-themselves with :func:`register_video_shift` / :func:`register_text_shift` when :mod:`tta.shifts` is imported.
+themselves with :func:`register_video_shift` / :func:`register_text_shift` when :mod:`tta.shifts` is imported, and
+declare there what they are (:class:`Implementation`), their option check and the extra fields of their record; this
+module names no shift and imports none.
 
 A video shift may also have a vectorised torch twin (:func:`register_batched`):
 ``twin(frames: uint8 (N, T, H, W, 3), severity, generators: list[torch.Generator], **options)`` on the frames' device,
@@ -21,8 +23,32 @@ libjpeg against the tensor JPEG; docs/shifts/mlvp.md, "Speed").
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from tta.utils.seeding import derive_seed
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """What a registered shift is, declared where it is defined: faithful to its reference, an approximation of
+    another shift (``approximates`` + ``note``), or faithful by name with a documented ``deviation``."""
+
+    approximates: str | None = None  # the faithful shift this one stands in for
+    note: str | None = None  # what differs from it
+    deviation: str | None = None  # a faithful name's documented departure from the reference
+
+    def __post_init__(self):
+        if (self.approximates is None) != (self.note is None):
+            raise ValueError("an approximation names the shift it approximates and what differs (both or neither)")
+
+    @property
+    def faithful(self) -> bool:
+        return self.approximates is None
+
+
+FAITHFUL = Implementation()
 
 
 @dataclass(frozen=True)
@@ -38,14 +64,35 @@ class ShiftInfo:
     batched_exact: bool = False  # the twin is bit-identical to fn on the CPU
     batched_cpu: bool = True  # backend=auto may pick the (exact) twin on the CPU: it is not slower there
     accepts_sampled: bool = False  # group B: may run from the uniform frames when its motion is stored
+    implementation: Implementation = FAITHFUL
+    record: Callable[[dict, dict], dict] | None = None  # (resolved options, run resources) -> extra record fields
+    seed_as: str | None = None  # draw randomness under this shift's name (items comparable one by one)
+    detailed: Callable | None = None  # text: fn(text, severity, rng, **options) -> outcome with the filter's record
+    needs_model: bool = False  # text: runs only with shift.options.model_path
+
+    @property
+    def description(self) -> str:
+        """The first line of the shift function's docstring."""
+        doc = (getattr(self.fn, "__doc__", None) or "").strip()
+        return doc.splitlines()[0] if doc else ""
 
 
 _VIDEO: dict[str, ShiftInfo] = {}
 _TEXT: dict[str, ShiftInfo] = {}
+#: streams made of registered shifts (mixed MLVP streams): name -> options -> {component shift: its options}
+_COMPOSITES: dict[str, Callable[[dict], dict[str, dict]]] = {}
+
+
+def _implementation(approximates, note, deviation) -> Implementation:
+    return Implementation(approximates, note, deviation) if approximates or note or deviation else FAITHFUL
 
 
 def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "low", changes_length: bool = False,
-                         group: str = "A", accepts_sampled: bool = False):
+                         group: str = "A", accepts_sampled: bool = False, *, approximates: str | None = None,
+                         note: str | None = None, deviation: str | None = None, record: Callable | None = None,
+                         seed_as: str | None = None):
+    """Register ``fn`` as the video shift ``name`` with what it is (``approximates``/``note``/``deviation``) and the
+    extra fields of its implementation ``record`` (see :class:`ShiftInfo`); its option check: :func:`register_check`."""
     if group not in ("A", "B"):
         raise ValueError(f"group must be 'A' (sampled frames) or 'B' (whole video), got {group!r}")
     if accepts_sampled and group != "B":
@@ -53,7 +100,9 @@ def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "lo
 
     def wrap(fn):
         _VIDEO[name] = ShiftInfo(name, "video", fn, tuple(severities), level, changes_length, group,
-                                 accepts_sampled=accepts_sampled)
+                                 accepts_sampled=accepts_sampled,
+                                 implementation=_implementation(approximates, note, deviation), record=record,
+                                 seed_as=seed_as)
         return fn
 
     return wrap
@@ -70,12 +119,23 @@ def register_batched(name: str, exact: bool, cpu: bool = True):
     return wrap
 
 
-def register_text_shift(name: str, severities=(1,), level: str = "character"):
+def register_text_shift(name: str, severities=(1,), level: str = "character", *, detailed: Callable | None = None,
+                        needs_model: bool = False, approximates: str | None = None, note: str | None = None,
+                        deviation: str | None = None, seed_as: str | None = None):
+    """Register ``fn(text, severity, rng, **options) -> str`` as the text shift ``name``; ``detailed`` is the same
+    shift returning its outcome record (:class:`tta.shifts.text.core.TextOutcome`)."""
     def wrap(fn):
-        _TEXT[name] = ShiftInfo(name, "text", fn, tuple(severities), level)
+        _TEXT[name] = ShiftInfo(name, "text", fn, tuple(severities), level, detailed=detailed,
+                                needs_model=needs_model, implementation=_implementation(approximates, note, deviation),
+                                seed_as=seed_as)
         return fn
 
     return wrap
+
+
+def register_composite(name: str, components: Callable[[dict], dict[str, dict]]) -> None:
+    """Register a stream made of registered shifts; ``components(options)`` -> {shift: its options}."""
+    _COMPOSITES[name] = components
 
 
 def get_shift(name: str) -> ShiftInfo:
@@ -114,6 +174,26 @@ def check_options(name: str, options: dict) -> None:
         check(options)
 
 
+def item_seed(base_seed: int, item_id: str, shift: str, severity: int) -> int:
+    """Seed of one item under one shift: SHA-256 of ``"{base_seed}/{item_id}/{shift}/{severity}"``, where ``shift``
+    is the name the shift draws under (``seed_as``)."""
+    info = _VIDEO.get(shift) or _TEXT.get(shift)
+    return derive_seed(base_seed, item_id, (info.seed_as if info is not None else None) or shift, severity)
+
+
+def perturb_text_detailed(text: str, name: str, severity: int, seed: int, **options):
+    """Like :func:`tta.shifts.perturb_text` (same seed, same text) but returns the shift's outcome record."""
+    info = get_shift(name)
+    if info.kind != "text":
+        raise ValueError(f"{name!r} is a {info.kind} shift, not a text shift")
+    return info.detailed(text, check_severity(info, severity), random.Random(int(seed)), **options)
+
+
+def requires_model(name: str) -> bool:
+    """True for shifts that need ``model_path`` (a local translation / style model) to run."""
+    return get_shift(name).needs_model
+
+
 def video_names() -> list[str]:
     return list(_VIDEO)
 
@@ -125,38 +205,6 @@ def text_names() -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------
 # What a run actually executes (results.json "shift_implementation")
 
-#: approximate shift -> (the faithful shift it stands in for, what differs)
-APPROXIMATIONS: dict[str, tuple[str, str]] = {
-    "style_transfer_approx": ("style_transfer", "per-channel Lab mean/std transfer of a style image blended by alpha "
-                              "(spec/mlvp.md 5.3), not AdaIN: it moves colour statistics only, no texture"),
-    "snow_approx": ("snow", "the snow curtain is motion-blurred by the tap-sum approximation of imagecorruptions "
-                    "instead of ImageMagick's MotionBlur (same curtain and angle as snow; <= 1 grey level apart)"),
-    "back_translation_approx": ("back_translation", "rule-based paraphrase (progressive -> simple present, a fixed "
-                                "lexicon, sentence case), not en->de->en machine translation"),
-    "formal_approx": ("formal", "rule-based casual->formal rewrite (contractions, lexicon, 'There is ...'), not "
-                      "Styleformer"),
-    "casual_approx": ("casual", "rule-based formal->casual rewrite (lower case, lexicon, contractions), not "
-                      "Styleformer"),
-    "passive_approx": ("passive", "rule-based active->passive voice change of 'NP V NP' clauses, not Styleformer"),
-    "active_approx": ("active", "rule-based passive->active voice change of 'NP be V-pp by NP' clauses, not "
-                      "Styleformer"),
-    "frost_approx": ("frost", "ImageNet-C's frost blend with a procedural frost texture (seeded per video, scaled to "
-                     "the per-channel statistics of ImageNet-C's photographs), not a crop of its frost photographs"),
-}
-#: faithful names whose implementation still departs from the reference in a documented way
-DEVIATIONS: dict[str, str] = {
-    "formal": "Styleformer re-ranks its candidates by an adequacy model; that re-ranking is not reproduced (the "
-              "semantic filter picks the first candidate with cosine >= threshold)",
-    "casual": "Styleformer re-ranks its candidates by an adequacy model; that re-ranking is not reproduced (the "
-              "semantic filter picks the first candidate with cosine >= threshold)",
-    "sun_flare": "Albumentations' RandomSunFlare recipe composited in float (no uint8 rounding per disc), with a source "
-                 "radius relative to the frame and five severities of our own (Shirnin et al. give none)",
-    "grayscale": "five blend levels towards grey are our own; severity 5 is Albumentations' ToGray",
-    "downscale": "five factors are our own; severity 3 is Albumentations' Downscale default (scale 0.25)",
-    "slang": "a shipped ~60-entry lexicon of common informal English, not NL-Augmenter's subset of the Dictionary of "
-             "English Slang & Colloquialisms",
-    "yoda": "rule-based clause flip on the offline POS tagger, not NL-Augmenter's parser-based Yoda transformation",
-}
 _NOT_OPTIONS = {"frames", "text", "severity", "generator", "rng", "context", "options"}
 
 
@@ -217,71 +265,37 @@ def implementation_record(spec, captions=None) -> dict:
     if name == "clean":
         return {"name": "clean", "kind": "clean", "faithful": True, "approximates": None, "note": None,
                 "deviation": None, "options": {}}
-    from tta.shifts.video.mixed import MLVP_TYPES, is_mixed
-
-    if is_mixed(name):
-        if name == "mixed_severity":
-            parts = {str(options.get("base")): dict(options.get("shift_options") or {})}
-        else:
-            per = dict(options.get("shift_options") or {})
-            parts = {str(t): dict(per.get(t) or {}) for t in (options.get("types") or MLVP_TYPES)}
+    if name in _COMPOSITES:
         comps = {t: implementation_record({"name": t, "severity": 1, "seed": seed, "options": o,
-                                           "resources": resources}) for t, o in parts.items()}
+                                           "resources": resources}) for t, o in _COMPOSITES[name](options).items()}
         return {"name": name, "kind": "video", "faithful": all(c["faithful"] for c in comps.values()),
                 "approximates": None, "note": None, "deviation": None,
                 "options": {k: v for k, v in options.items() if k != "shift_options"}, "components": comps}
     info = get_shift(name)
-    approx = APPROXIMATIONS.get(name)
+    impl = info.implementation
     resolved = {**_defaults(info.fn), **options}
-    out = {"name": name, "kind": info.kind, "level": info.level, "faithful": approx is None,
-           "approximates": approx[0] if approx else None, "note": approx[1] if approx else None,
-           "deviation": DEVIATIONS.get(name), "options": resolved}
+    out = {"name": name, "kind": info.kind, "level": info.level, "faithful": impl.faithful,
+           "approximates": impl.approximates, "note": impl.note, "deviation": impl.deviation, "options": resolved}
     if info.kind == "video":
-        _video_details(name, resolved, resources, out)
-    else:
-        _text_details(name, severity, seed, options, captions, out)
+        resolved.setdefault("apply_at", "native")
+        check_options(name, resolved)
+    if info.record is not None:
+        extra = dict(info.record(resolved, resources))
+        resolved.update(extra.pop("options", {}))
+        out.update(extra)
+    if info.kind == "text":
+        _text_details(info, severity, seed, options, captions, out)
     return out
 
 
-def _video_details(name: str, resolved: dict, resources: dict, out: dict) -> None:
-    resolved.setdefault("apply_at", "native")
-    check_options(name, resolved)
-    if name == "snow":
-        from tta.shifts.video.weather import _check_snow_blur
-
-        blur = resolved.get("blur_impl", "imagemagick")
-        _check_snow_blur("snow", blur)
-        if blur == "imagemagick":
-            resolved["imagemagick_version"] = ("ImageMagick 6 Q16 MotionBlurImage, NumPy (bit-identical to the "
-                                               "library)")
-        else:
-            from wand.version import MAGICK_VERSION
-
-            resolved["imagemagick_version"] = MAGICK_VERSION
-    elif name == "style_transfer":
-        from tta.shifts.video.style import ADAIN_MISSING
-
-        if not resolved.get("weights_dir"):
-            raise ValueError(ADAIN_MISSING)
-    elif name == "style_transfer_approx":
-        resolved["style_source"] = resolved.get("style_dir") or "procedural"
-    elif name == "event_insertion":
-        counts = resources.get("donor_query_source")
-        out["donor_query_source"] = dict(counts) if counts is not None else None
-        out["donor_query_optimistic"] = bool(counts and counts.get("ground_truth_caption"))
-
-
-def _text_details(name: str, severity: int, seed: int, options: dict, captions, out: dict) -> None:
-    from tta.shifts.text.core import perturb_text_detailed, requires_model
-
-    if requires_model(name) and not options.get("model_path"):
+def _text_details(info: ShiftInfo, severity: int, seed: int, options: dict, captions, out: dict) -> None:
+    name = info.name
+    if info.needs_model and not options.get("model_path"):
         raise ValueError(f"the shift {name!r} runs a real model and needs shift.options.model_path (a local "
                          f"transformers checkpoint); without one run shift={name}_approx")
     out["changed_share"] = None
     if captions is None:
         return
-    from tta.shifts import item_seed
-
     captions = list(captions)
     outcomes = [perturb_text_detailed(c, name, severity, item_seed(seed, cid, name, severity), **options)
                 for c, cid in captions]

@@ -10,7 +10,7 @@ from tta.shifts import perturb_video
 from tta.shifts.registry import _VIDEO, get_shift
 
 TWINS = sorted(n for n, info in _VIDEO.items() if info.batched is not None)
-EXACT = [n for n in TWINS if _VIDEO[n].batched_exact]  # the others: tests/shifts/video/test_farneback.py
+EXACT = [n for n in TWINS if _VIDEO[n].batched_exact]  # the others: tests/shifts/kernels/test_farneback.py
 OPTIONS = {"gaussian": {"temporal_mode": "iid"}, "impulse": {"temporal_mode": "iid"},
            "schiappa_speckle_noise": {"temporal_mode": "static"}}
 DETERMINISTIC = {"schiappa_zoom_blur", "brightness", "contrast", "grayscale", "schiappa_jpeg", "motion_blur",

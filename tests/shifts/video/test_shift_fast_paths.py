@@ -151,7 +151,7 @@ def test_tensor_jpeg_equals_libjpeg(shape):
     """The batched integer JPEG (the CUDA path of schiappa_jpeg) gives libjpeg's decoded pixels exactly: every
     quality of the table plus 1, 50 and 100, on noise, smooth and two-level content, at sizes that exercise the
     edge padding of both planes and the non-fancy upsampling of chroma 2 samples wide or less."""
-    from tta.shifts.video.jpeg_batch import jpeg_roundtrip_batch
+    from tta.shifts.kernels.jpeg_batch import jpeg_roundtrip_batch
     from tta.shifts.video.schiappa_digital import JPEG_QUALITY
 
     rng = np.random.default_rng(sum(shape))

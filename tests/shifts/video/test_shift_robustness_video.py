@@ -161,6 +161,18 @@ def test_frost_is_recorded_as_an_approximation():
     assert implementation_record({"name": "sun_flare", "severity": 3})["deviation"]
 
 
+def test_pixelate_records_its_nearest_upsampling_against_imagenet_c_box():
+    rec = implementation_record({"name": "pixelate", "severity": 3})
+    assert rec["faithful"] is True and "nearest" in rec["deviation"] and "BOX" in rec["deviation"]
+
+
+def test_frost_photo_statistics_repeat_only_the_identical_pair():
+    from tta.shifts.video.imagenet_c import FROST_PHOTO_STATS
+
+    assert FROST_PHOTO_STATS[1] == FROST_PHOTO_STATS[2]  # frost2.png and frost3.png are pixel-identical
+    assert len({FROST_PHOTO_STATS[i] for i in (0, 1, 3, 4)}) == 4
+
+
 def test_grayscale_ends_at_opencv_gray():
     cv2 = pytest.importorskip("cv2")
     img = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (1, 64, 64, 3)).astype(np.uint8))

@@ -13,7 +13,8 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name not in ("samples", "uk_us"):  # tools (samples page, spelling-table writer), not shifts
         importlib.import_module(f"{__name__}.{_module.name}")
 
-from tta.shifts.text.core import TextOutcome, perturb_text_detailed, requires_model  # noqa: E402
+from tta.shifts.registry import perturb_text_detailed, requires_model  # noqa: E402
+from tta.shifts.text.core import TextOutcome  # noqa: E402
 
 # The 15 t2v query shifts of HAT-VTR (App. B.4, Table 10) with their default severities (character 7, word 2,
 # sentence 1). The sentence-level ones run as their rule-based approximations unless a model path is given.

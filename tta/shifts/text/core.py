@@ -2,8 +2,8 @@
 
 - :func:`ratio` maps a severity s to r = 0.05·s (docs/shifts/text.md, severity, HAT-VTR App. B.4).
 - :class:`TextOutcome` is one caption's result with the filter's record (tries, final cosine, changed; docs/shifts/text.md, semantic filter).
-- :func:`text_shift` registers a shift under the public registry (``perturb_text`` returns only the text) and
-  keeps the detailed function for :func:`perturb_text_detailed` (the caption-file CLI writes the side-car).
+- :func:`text_shift` registers a shift in the registry, both its text view (``perturb_text``) and its detailed one
+  (:func:`perturb_text_detailed`; the caption-file CLI writes the side-car).
 - :func:`global_rng_from` runs code that uses Python's and NumPy's *global* generators (nlpaug) on a stream seeded
   from the item's generator and restores both states afterwards, so no state leaks between captions or shifts and
   the output does not depend on the order shifts run in (docs/shifts/text.md, randomness).
@@ -18,13 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tta.shifts.registry import check_severity, get_shift, register_text_shift
+from tta.shifts.registry import register_text_shift
 
 CHAR_SEVERITIES = tuple(range(1, 8))  # s = 1..7, r = 0.05·s (docs/shifts/text.md, severity; HAT-VTR App. B.4)
 SENTENCE_SEVERITIES = (1,)
 
-_DETAILED: dict[str, Callable[..., TextOutcome]] = {}
-_NEEDS_MODEL: set[str] = set()
 _MEMO: dict[tuple, tuple[TextOutcome, tuple]] = {}
 MEMO_SIZE = 200_000
 
@@ -49,11 +47,14 @@ def outcome(original: str, text: str) -> TextOutcome:
     return TextOutcome(text=text, changed=text != original)
 
 
-def text_shift(name: str, severities=CHAR_SEVERITIES, level: str = "character", needs_model: bool = False):
+def text_shift(name: str, severities=CHAR_SEVERITIES, level: str = "character", needs_model: bool = False,
+               **implementation):
     """Register ``fn(text, severity, rng, **options) -> TextOutcome`` as the text shift ``name``.
 
-    The public registry gets the ``-> str`` view; ``needs_model`` marks shifts that only run with a local model
-    path (the sentence-level originals; their rule-based approximations have their own ``*_approx`` ids).
+    The registry gets the ``-> str`` view and the detailed one; ``needs_model`` marks shifts that only run with a
+    local model path (the sentence-level originals; their rule-based approximations have their own ``*_approx``
+    ids); ``implementation`` is what the shift is (``approximates``/``note``/``deviation``, and ``seed_as``,
+    :func:`tta.shifts.registry.register_text_shift`).
     """
 
     def wrap(fn: Callable[..., TextOutcome]):
@@ -70,10 +71,6 @@ def text_shift(name: str, severities=CHAR_SEVERITIES, level: str = "character", 
             rng.setstate(after)  # a shared generator advances exactly as without the memo
             return result
 
-        _DETAILED[name] = detailed
-        if needs_model:
-            _NEEDS_MODEL.add(name)
-
         def as_text(text: str, severity: int, rng: random.Random, **options) -> str:
             return detailed(text, severity, rng, **options).text
 
@@ -81,24 +78,11 @@ def text_shift(name: str, severities=CHAR_SEVERITIES, level: str = "character", 
 
         as_text.__name__ = fn.__name__
         as_text.__doc__ = fn.__doc__
-        register_text_shift(name, severities=severities, level=level)(as_text)
+        register_text_shift(name, severities=severities, level=level, detailed=detailed, needs_model=needs_model,
+                            **implementation)(as_text)
         return fn
 
     return wrap
-
-
-def perturb_text_detailed(text: str, name: str, severity: int, seed: int, **options) -> TextOutcome:
-    """Like :func:`tta.shifts.perturb_text` (same seed, same text) but returns the :class:`TextOutcome`."""
-    info = get_shift(name)
-    if info.kind != "text":
-        raise ValueError(f"{name!r} is a {info.kind} shift, not a text shift")
-    return _DETAILED[name](text, check_severity(info, severity), random.Random(int(seed)), **options)
-
-
-def requires_model(name: str) -> bool:
-    """True for shifts that need ``model_path`` (a local translation / style model) to run."""
-    get_shift(name)
-    return name in _NEEDS_MODEL
 
 
 @contextmanager

@@ -160,7 +160,7 @@ def render(caption: str, caption_id: str, rows: list[dict]) -> str:
         "shift.options.model_path=...`); the rows show their rule-based approximations `*_approx`, which are "
         "reported under those names, never under the originals'. Rows marked HAT-VTR are the 15 t2v query shifts of "
         "the benchmark (or their stand-ins); the others are `keyboard` (Qiu et al.), Schiappa et al.'s "
-        "categories and Shirnin et al.'s `uk_us_spelling`, `slang` and `yoda`.",
+        "categories and Shirnin et al.'s `uk_us_spelling_approx`, `slang_approx` and `yoda_approx`.",
         "",
         "| shift= | id | level | s | HAT-VTR | perturbed caption | filter (tries, cosine) |",
         "|---|---|---|---|---|---|---|",

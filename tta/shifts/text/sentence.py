@@ -274,7 +274,9 @@ def back_translation_rewrite(text: str) -> str:
     return _sentence_case(_lexicon(progressive_to_simple(text.strip().rstrip(".")), PARAPHRASE))
 
 
-@text_shift("back_translation_approx", SENTENCE_SEVERITIES, "sentence")
+@text_shift("back_translation_approx", SENTENCE_SEVERITIES, "sentence", approximates="back_translation",
+            note="rule-based paraphrase (progressive -> simple present, a fixed lexicon, sentence case), not "
+                 "en->de->en machine translation")
 def back_translation_approx(text: str, severity: int, rng: random.Random, model_path=None,
                             reverse_model_path=None) -> TextOutcome:
     """APPROXIMATION of back-translation en→de→en: paraphrase rules, deterministic, no filter (docs/shifts/text.md: sentence level; code vs paper)."""
@@ -282,7 +284,7 @@ def back_translation_approx(text: str, severity: int, rng: random.Random, model_
     return outcome(text, back_translation_rewrite(text) if text.strip() else text)
 
 
-def _styled(name: str, rewrite, doc: str) -> None:
+def _styled(name: str, rewrite, doc: str, note: str) -> None:
     def fn(text: str, severity: int, rng: random.Random, model_path=None, **options) -> TextOutcome:
         _no_model(name.removesuffix("_approx"), model_path)
         extra = {k: options.pop(k) for k in ("drop_article",) if k in options}
@@ -294,7 +296,7 @@ def _styled(name: str, rewrite, doc: str) -> None:
         return semantic_filter(text, lambda: rewrite(text, **extra), stochastic=False, **filt)
 
     fn.__name__, fn.__doc__ = name, doc
-    text_shift(name, SENTENCE_SEVERITIES, "sentence")(fn)
+    text_shift(name, SENTENCE_SEVERITIES, "sentence", approximates=name.removesuffix("_approx"), note=note)(fn)
 
 
 def _no_model(real: str, model_path) -> None:
@@ -303,7 +305,11 @@ def _no_model(real: str, model_path) -> None:
                          f"'{real}_approx'; to run the model use shift={real} (set shift.name={real})")
 
 
-_styled("formal_approx", lambda t: formal_rewrite(t), "APPROXIMATION of Styleformer casual→formal (rules).")
-_styled("casual_approx", casual_rewrite, "APPROXIMATION of Styleformer formal→casual (rules).")
-_styled("passive_approx", lambda t: passive_rewrite(t), "APPROXIMATION of Styleformer active→passive (rules).")
-_styled("active_approx", lambda t: active_rewrite(t), "APPROXIMATION of Styleformer passive→active (rules).")
+_styled("formal_approx", lambda t: formal_rewrite(t), "APPROXIMATION of Styleformer casual→formal (rules).",
+        "rule-based casual->formal rewrite (contractions, lexicon, 'There is ...'), not Styleformer")
+_styled("casual_approx", casual_rewrite, "APPROXIMATION of Styleformer formal→casual (rules).",
+        "rule-based formal->casual rewrite (lower case, lexicon, contractions), not Styleformer")
+_styled("passive_approx", lambda t: passive_rewrite(t), "APPROXIMATION of Styleformer active→passive (rules).",
+        "rule-based active->passive voice change of 'NP V NP' clauses, not Styleformer")
+_styled("active_approx", lambda t: active_rewrite(t), "APPROXIMATION of Styleformer passive→active (rules).",
+        "rule-based passive->active voice change of 'NP be V-pp by NP' clauses, not Styleformer")

@@ -1,4 +1,4 @@
-"""British <-> American spelling pairs for the ``uk_us_spelling`` shift (Shirnin et al. Sec. IV-C, "U.K. -> USA").
+"""British <-> American spelling pairs for the ``uk_us_spelling_approx`` shift (Shirnin et al. Sec. IV-C, "U.K. -> USA").
 
 The pairs are generated from hand-written stem lists by the standard spelling rules and shipped as
 ``uk_us_spelling.tsv`` (columns ``us``, ``uk``, ``rule``); ``python -m tta.shifts.text.uk_us`` rewrites it, and a test

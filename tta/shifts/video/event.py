@@ -51,7 +51,14 @@ def splice(frames: torch.Tensor, donor: torch.Tensor, position: str = "tail") ->
     raise ValueError(f"event_insertion position must be tail or middle, got {position!r}")
 
 
-@register_video_shift("event_insertion", level="high")
+def _donor_record(options: dict, resources: dict) -> dict:
+    """Which queries chose the donors (a ground-truth caption makes the run optimistic)."""
+    counts = resources.get("donor_query_source")
+    return {"donor_query_source": dict(counts) if counts is not None else None,
+            "donor_query_optimistic": bool(counts and counts.get("ground_truth_caption"))}
+
+
+@register_video_shift("event_insertion", level="high", record=_donor_record)
 def event_insertion(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                     position: str = "tail", query: str = "caption_text", pool_size: int = 2000,
                     caption_fallback: str = "video") -> torch.Tensor:

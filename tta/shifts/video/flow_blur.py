@@ -31,7 +31,7 @@ rounding per frame, OpenCV calls; the same pixels); on a CUDA tensor the two blu
 motion blur's time on the CPU.
 
 The clip's motion (masks and mean flows) depends on its clean frames and the flow settings only, so a run keeps it
-in the :class:`~tta.shifts.video.motion_store.MotionStore` of its resources (``shift.motion_store``, on by
+in the :class:`~tta.shifts.kernels.motion_store.MotionStore` of its resources (``shift.motion_store``, on by
 default): every later severity, seed, adapter and the other flow blur read it instead of computing the flow, with
 the same output bits. Once the store links a frame-cache clip to its motion, the stream hands the shift that
 clip's uniform frames instead of the whole decoded video (``ShiftContext.sampled``; :class:`WholeVideoNeeded` when
@@ -39,7 +39,7 @@ the link is missing), so a warm run decodes no video.
 
 The registered torch twins (:func:`motion_blur_batch`, :func:`video_defocus_batch`, used by ``backend=auto`` on
 CUDA) compute the faithful flow for all frame pairs of a batch on the frames' device
-(:mod:`tta.shifts.video.farneback`) and take the masks there; they give the reference's masks, so their output
+(:mod:`tta.shifts.kernels.farneback`) and take the masks there; they give the reference's masks, so their output
 differs from it by the blurs' rounding ties only (docs/shifts/mlvp.md, "Speed").
 """
 
@@ -52,9 +52,9 @@ import numpy as np
 import torch
 
 from tta.media.frames import uniform_frame_indices
+from tta.shifts.kernels.motion_store import ClipMotion, MotionStore, flow_frames
 from tta.shifts.registry import register_batched, register_check, register_video_shift
 from tta.shifts.video.common import ShiftContext, WholeVideoNeeded
-from tta.shifts.video.motion_store import ClipMotion, MotionStore, flow_frames
 
 MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_high), docs/shifts/mlvp.md, App. E.2
 DEFOCUS_RADII = (3, 4, 6, 8, 10)  # r_low; r_high = 2 r_low, docs/shifts/mlvp.md, App. E.2
@@ -491,7 +491,7 @@ def _drive_batch(frames: torch.Tensor, context: ShiftContext | None, kernels, fl
     """The twin of :func:`_drive` for uint8 (N, T, H, W, 3) clips on their device.
 
     With the faithful flow (``farneback`` at full resolution) the flows of all clips missing from the run's
-    :class:`MotionStore` are one batch of :func:`tta.shifts.video.farneback.farneback` on the frames' device and the
+    :class:`MotionStore` are one batch of :func:`tta.shifts.kernels.farneback.farneback` on the frames' device and the
     masks are taken there; the other flow options compute their flows with OpenCV on the CPU as the reference does.
     The blurs are grouped convolutions. ``kernels((mean f_x, mean f_y) or None) -> (low kernel or None, high
     kernel)``; with ``angles`` (or a store) the flows go to the CPU so that the means are the reference's NumPy
@@ -554,7 +554,7 @@ def _twin_flows(frames: torch.Tensor, indices: list[int], todo: list[int], keys:
                 store: MotionStore | None, angles: bool) -> None:
     """Fill ``out[c]`` for the clips ``todo`` with the torch Farnebäck's masks and means, storing them under
     ``keys[c]``."""
-    from tta.shifts.video.farneback import farneback
+    from tta.shifts.kernels.farneback import farneback
 
     _, _, h, w, _ = frames.shape
     flows = torch.zeros(len(todo), len(indices), h, w, 2, device=frames.device)

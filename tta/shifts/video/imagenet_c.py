@@ -41,7 +41,8 @@ CONTRAST = (0.4, 0.3, 0.2, 0.1, 0.05)
 PIXELATE = (0.6, 0.5, 0.4, 0.3, 0.25)
 #: per-channel (R, G, B) mean and standard deviation, in [0, 1], of the five frost photographs ImageNet-C draws
 #: from (frost1..frost5; measured once, the photographs themselves are not shipped): the procedural texture of
-#: a video takes the statistics of one of them, drawn uniformly as ImageNet-C draws the photograph
+#: a video takes the statistics of one of them, drawn uniformly as ImageNet-C draws the photograph. frost2 and
+#: frost3 are the same picture (pixel-identical in imagecorruptions 1.1.2), hence two equal rows
 FROST_PHOTO_STATS = (
     ((0.305, 0.585, 0.650), (0.106, 0.065, 0.060)),
     ((0.787, 0.805, 0.841), (0.084, 0.087, 0.089)),
@@ -157,7 +158,10 @@ def frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     return 255.0 * np.clip(mean + std * z[..., None], 0.0, 1.0)
 
 
-@register_video_shift("frost_approx", level="low")
+@register_video_shift(
+    "frost_approx", level="low", approximates="frost",
+    note="ImageNet-C's frost blend with a procedural frost texture (seeded per video, scaled to the per-channel "
+         "statistics of ImageNet-C's photographs), not a crop of its frost photographs")
 def frost_approx(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8; ImageNet-C's frost blend with one procedural texture per video."""
     a, b = FROST[severity - 1]
@@ -210,7 +214,9 @@ register_batched("brightness", exact=True)(_per_frame_twin(brightness))
 register_batched("contrast", exact=True)(_per_frame_twin(contrast))
 
 
-@register_video_shift("pixelate", level="low")
+@register_video_shift("pixelate", level="low",
+                      deviation="upsampled with nearest neighbour, as the imagecorruptions package does; Hendrycks' "
+                                "ImageNet-C code resamples with BOX both ways")
 def pixelate(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8; PIL box-downsampled by c, nearest-upsampled to the frame size."""
     from PIL import Image

@@ -20,6 +20,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 
+from tta.shifts.registry import register_composite
 from tta.utils.seeding import derive_seed
 
 MIXED_NAMES = ("mixed_severity", "mixed_types")
@@ -56,6 +57,18 @@ def resolve_mixed(name: str, options: dict, base_seed: int, item_id: str) -> tup
             return "clean", 0, {}
         return kind, sev, dict(shift_options.get(kind) or {})
     raise KeyError(f"{name!r} is not a mixed stream; mixed streams: {MIXED_NAMES}")
+
+
+def components(name: str, options: dict) -> dict[str, dict]:
+    """{shift: its options} of every shift a mixed stream may apply (for the implementation record)."""
+    if name == "mixed_severity":
+        return {str(options.get("base")): dict(options.get("shift_options") or {})}
+    per = dict(options.get("shift_options") or {})
+    return {str(t): dict(per.get(t) or {}) for t in (options.get("types") or MLVP_TYPES)}
+
+
+for _name in MIXED_NAMES:
+    register_composite(_name, lambda options, _name=_name: components(_name, options))
 
 
 def plan_summary(plan: Iterable[tuple[str, str, int]]) -> dict:

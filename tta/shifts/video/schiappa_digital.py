@@ -7,7 +7,7 @@ that is similar to MPEG1." All three are real codecs here:
 - JPEG: every frame saved by Pillow at quality 25, 18, 15, 10, 7 (ImageNet-C's table, as the authors' generator
   uses it; Pillow's default 4:2:0 chroma subsampling) and decoded. Group A (sampled frames). On the CPU through
   OpenCV's libjpeg-turbo (the same bytes as Pillow); on CUDA through the batched integer re-implementation of
-  libjpeg's lossy steps (:mod:`tta.shifts.video.jpeg_batch`, the same pixels).
+  libjpeg's lossy steps (:mod:`tta.shifts.kernels.jpeg_batch`, the same pixels).
 - MPEG1 / MPEG2: the whole video (group B, docs/shifts/mlvp.md: frames) is encoded with PyAV's bundled FFmpeg at a fixed
   quantiser scale q (``qmin = qmax = q``, the effect of ``ffmpeg -q:v q``) and decoded back, all in memory. The
   authors' generator runs ``ffmpeg -c:v mpeg2video -q:v 20s`` for "codec1" (MPEG1 in the paper) and ``ffmpeg -c:v
@@ -33,8 +33,8 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from tta.shifts.kernels.jpeg_batch import jpeg_roundtrip_batch
 from tta.shifts.registry import register_batched, register_video_shift
-from tta.shifts.video.jpeg_batch import jpeg_roundtrip_batch
 
 JPEG_QUALITY = (25, 18, 15, 10, 7)
 MPEG_QSCALE = {
@@ -69,7 +69,7 @@ def jpeg(frames: torch.Tensor, severity: int, generator: torch.Generator) -> tor
 @register_batched("schiappa_jpeg", exact=True, cpu=False)
 def jpeg_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
     """uint8 (N, T, H, W, 3) -> the same, all frames at once on their device: libjpeg's lossy steps in integer
-    tensor code (:mod:`tta.shifts.video.jpeg_batch`), the same pixels as :func:`jpeg`. Used on CUDA; on one CPU
+    tensor code (:mod:`tta.shifts.kernels.jpeg_batch`), the same pixels as :func:`jpeg`. Used on CUDA; on one CPU
     thread libjpeg-turbo is 15-25 times faster, so ``backend=auto`` keeps :func:`jpeg` there."""
     n, t = frames.shape[:2]
     out = jpeg_roundtrip_batch(frames.reshape(n * t, *frames.shape[2:]), JPEG_QUALITY[severity - 1])

@@ -43,7 +43,8 @@ def luma(frames: torch.Tensor) -> torch.Tensor:
     return y.to(torch.float32)[..., None]
 
 
-@register_video_shift("grayscale", level="low")
+@register_video_shift("grayscale", level="low",
+                      deviation="five blend levels towards grey are our own; severity 5 is Albumentations' ToGray")
 def grayscale(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8; colour blended towards luma by α (full grey at severity 5)."""
     alpha = GRAY_ALPHA[severity - 1]
@@ -57,7 +58,9 @@ def grayscale_batch(frames: torch.Tensor, severity: int, generators) -> torch.Te
     return grayscale(frames, severity, generators[0])
 
 
-@register_video_shift("downscale", level="low")
+@register_video_shift("downscale", level="low",
+                      deviation="five factors are our own; severity 3 is Albumentations' Downscale default (scale "
+                                "0.25)")
 def downscale(frames: torch.Tensor, severity: int, generator: torch.Generator, interpolation: str = "nearest"
               ) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8; down- then up-sampled by the severity's factor."""
@@ -118,7 +121,10 @@ def sun_flare_map(h: int, w: int, radius: int, rng: np.random.Generator) -> tupl
     return a_out, b_out
 
 
-@register_video_shift("sun_flare", level="low")
+@register_video_shift(
+    "sun_flare", level="low",
+    deviation="Albumentations' RandomSunFlare recipe composited in float (no uint8 rounding per disc), with a source "
+              "radius relative to the frame and five severities of our own (Shirnin et al. give none)")
 def sun_flare(frames: torch.Tensor, severity: int, generator: torch.Generator) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8; one lens flare (same place and ghosts) on every frame."""
     _, h, w, _ = frames.shape

@@ -130,7 +130,11 @@ def _style_or_passthrough(generator, style_dir, allow_passthrough):
     return style
 
 
-@register_video_shift("style_transfer_approx", level="high")
+@register_video_shift(
+    "style_transfer_approx", level="high", approximates="style_transfer",
+    note="per-channel Lab mean/std transfer of a style image blended by alpha (spec/mlvp.md 5.3), not AdaIN: it "
+         "moves colour statistics only, no texture",
+    record=lambda options, resources: {"options": {"style_source": options.get("style_dir") or "procedural"}})
 def style_transfer_approx(frames: torch.Tensor, severity: int, generator: torch.Generator, style_dir: str | None = None,
                           allow_passthrough: bool = False, weights_dir: str | None = None) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); Lab statistics transfer (docs/shifts/mlvp.md, offline substitutes), NOT AdaIN.

@@ -15,7 +15,7 @@ system library needed. ``blur_impl: wand`` calls the library itself (PyPI ``Wand
 ``libmagickwand-6.q16-6``, which ``make setup`` installs as root); ``tests/shifts/video/test_shift_video_stats.py``
 checks the equality wherever Wand loads. ``snow_approx`` is the tap-sum approximation of
 ``imagecorruptions`` (``taps``, docs/shifts/mlvp.md, App. E.1); it is a separate shift name, so a run never reports it as ``snow``. Its item
-seeds are those of ``snow`` (:data:`tta.shifts.SEED_ALIASES`), so both draw the same curtain and angle and differ
+seeds are those of ``snow`` (``seed_as`` in its registration), so both draw the same curtain and angle and differ
 only in the blur. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against
 ImageMagick 6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several
 angles, the two agree exactly on 99.8 % of pixels and never differ by more than one grey level (it skips the
@@ -260,6 +260,18 @@ def _check_snow_blur(name: str, blur_impl: str) -> None:
                          "shift=snow")
 
 
+def _snow_record(options: dict, resources: dict) -> dict:
+    """The record names the MotionBlur that ran (bit-identical NumPy port, or the library's version)."""
+    blur = options.get("blur_impl", "imagemagick")
+    _check_snow_blur("snow", blur)
+    if blur == "imagemagick":
+        return {"options": {"imagemagick_version": "ImageMagick 6 Q16 MotionBlurImage, NumPy (bit-identical to the "
+                                                   "library)"}}
+    from wand.version import MAGICK_VERSION
+
+    return {"options": {"imagemagick_version": MAGICK_VERSION}}
+
+
 def _snow_layers(t: int, h: int, w: int, severity: int, generator: torch.Generator, blur_impl: str) -> torch.Tensor:
     """float32 (T, H, W, 1) on the CPU: the curtain rows [3i, 3i + H) of frame i plus their 180° rotation."""
     curtain = torch.from_numpy(snow_curtain(h, w, t, severity, numpy_rng(generator), blur_impl).astype(np.float32))
@@ -329,7 +341,7 @@ def _snow_blend(frames: torch.Tensor, layers: torch.Tensor, weights: torch.Tenso
     return to_uint8(x + layers)
 
 
-@register_video_shift("snow", level="low")
+@register_video_shift("snow", level="low", record=_snow_record)
 def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "imagemagick"
          ) -> torch.Tensor:
     """frames: uint8 (T, H, W, 3) -> uint8 (T, H, W, 3); the curtain scrolls 3 px per frame (docs/shifts/mlvp.md, App. E.1).
@@ -342,7 +354,10 @@ def snow(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_i
     return _snow(frames, severity, generator, blur_impl)
 
 
-@register_video_shift("snow_approx", level="low")
+@register_video_shift(
+    "snow_approx", level="low", seed_as="snow", approximates="snow",
+    note="the snow curtain is motion-blurred by the tap-sum approximation of imagecorruptions instead of "
+         "ImageMagick's MotionBlur (same curtain and angle as snow; <= 1 grey level apart)")
 def snow_approx(frames: torch.Tensor, severity: int, generator: torch.Generator, blur_impl: str = "taps"
                 ) -> torch.Tensor:
     """``snow`` with the curtain blurred by the tap-sum approximation (``taps``, docs/shifts/mlvp.md, App. E.1) instead of ImageMagick."""

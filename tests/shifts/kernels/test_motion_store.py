@@ -11,9 +11,9 @@ import torch
 
 from tests.shifts.video.test_flow_blur import scene
 from tta.shifts import perturb_video
+from tta.shifts.kernels.motion_store import ClipMotion, MotionStore, flow_frames
 from tta.shifts.video import flow_blur
 from tta.shifts.video.common import ShiftContext
-from tta.shifts.video.motion_store import ClipMotion, MotionStore, flow_frames
 
 OPTIONS = [("motion_blur", {}), ("video_defocus", {}), ("motion_blur", {"flow": "dis"}),
            ("video_defocus", {"flow_scale": 0.5}), ("motion_blur", {"angle_convention": "legacy"})]
@@ -33,7 +33,7 @@ def no_flow(monkeypatch) -> None:
         raise AssertionError("the flow was computed although the store holds it")
 
     monkeypatch.setattr(flow_blur, "sampled_flows", refuse)
-    monkeypatch.setattr("tta.shifts.video.farneback.farneback", refuse)
+    monkeypatch.setattr("tta.shifts.kernels.farneback.farneback", refuse)
 
 
 @pytest.mark.parametrize("name,options", OPTIONS)

@@ -28,7 +28,7 @@ of the expansion and the running sums of the box filter; each float32 product an
 it, including the fused multiply-adds of OpenCV's SIMD Gaussian filters. On the CPU this gives OpenCV's flow to the
 last bit on most values (the smoothing and resizes match to the bit on an AVX2 build, except IPP's resizes by
 non-integer factors; float64 rounding in the box sums differs in the last bit, which the iterations can amplify
-locally); ``tests/shifts/video/test_farneback.py``
+locally); ``tests/shifts/kernels/test_farneback.py``
 bounds the differences and the effect on the blurs' masks. Only ``flags=0`` is implemented (not
 ``OPTFLOW_FARNEBACK_GAUSSIAN`` or ``OPTFLOW_USE_INITIAL_FLOW``): that is the setting of Alg. 2.
 """

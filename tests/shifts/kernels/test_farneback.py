@@ -10,8 +10,8 @@ import torch
 from tests.shifts.video.test_flow_blur import scene
 from tests.shifts.video.video_shift_env import sample_video
 from tta.shifts import perturb_video
+from tta.shifts.kernels.farneback import _gaussian_blur, _resize_linear, farneback
 from tta.shifts.video.common import ShiftContext
-from tta.shifts.video.farneback import _gaussian_blur, _resize_linear, farneback
 from tta.shifts.video.flow_blur import FARNEBACK, _masks_from_flows, high_motion_mask, rgb_to_grey
 
 #: the documented agreement with OpenCV (docs/shifts/mlvp.md, "Speed"): flows within this many pixels
@@ -126,7 +126,7 @@ def test_large_batches_are_cut_into_chunks_with_the_same_flow(monkeypatch):
     clip = scene(t=4, seed=3).numpy()
     prev, nxt = (torch.from_numpy(g) for g in grey_pairs(clip))
     whole = farneback(prev, nxt)
-    monkeypatch.setattr("tta.shifts.video.farneback.CHUNK_PIXELS", 2 * 96 * 128)
+    monkeypatch.setattr("tta.shifts.kernels.farneback.CHUNK_PIXELS", 2 * 96 * 128)
     assert torch.equal(farneback(prev, nxt), whole)
 
 
