@@ -332,11 +332,11 @@ def test_registry_root_from_env_and_missing_root(tmp_path, monkeypatch, name, en
     monkeypatch.delenv(env, raising=False)
     cfg = OmegaConf.load(REPO / "tta" / "conf" / "data" / f"{name}.yaml")
     assert cfg.root is None
-    with pytest.raises(ValueError, match="(?s)needs data.root.*Expected .* layout under '<root>'") as info:
+    with pytest.raises(ValueError, match="needs data.root .*: the dataset's directory holding root/") as info:
         load_pairs(cfg, "test", tmp_path)
     assert f"(or {env})" in str(info.value)
     monkeypatch.setenv(env, str(tmp_path / "nowhere"))
     cfg = OmegaConf.load(REPO / "tta" / "conf" / "data" / f"{name}.yaml")
     assert cfg.root == str(tmp_path / "nowhere")
-    with pytest.raises(FileNotFoundError, match="root directory .*nowhere.* not found"):
+    with pytest.raises(FileNotFoundError, match="data.root=.*nowhere is not a directory"):
         load_pairs(cfg, "test", tmp_path)

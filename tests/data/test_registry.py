@@ -35,7 +35,7 @@ def test_reader_options_follow_the_data_keys():
 
 def test_missing_root_names_the_layout():
     data = compose("run", ["data=msvd", "data.root=null", "paths.cache_dir=/nonexistent"]).data
-    with pytest.raises(ValueError, match=r"(?s)data=msvd needs data.root \(or MSVD_ROOT\).*Expected MSVD layout"):
+    with pytest.raises(ValueError, match=r"data=msvd needs data.root \(or MSVD_ROOT\): the dataset's directory holding root/test_list.txt"):
         load_pairs(data, "test", Path("/nonexistent"))
 
 

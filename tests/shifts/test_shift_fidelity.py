@@ -43,7 +43,7 @@ def test_approximations_are_reported_under_their_own_names():
     assert rec["options"]["style_source"] == "procedural" and rec["options"]["apply_at"] == "native"
 
 
-def test_style_transfer_is_adain_and_fails_in_one_line_without_weights():
+def test_style_transfer_is_adain_and_fails_in_one_line_without_weights(tmp_path):
     from tta.utils.config import compose
 
     shift = compose("run", ["shift=style_transfer"]).shift
@@ -54,8 +54,12 @@ def test_style_transfer_is_adain_and_fails_in_one_line_without_weights():
             call()
         msg = str(err.value)
         assert "\n" not in msg and "shift.options.weights_dir" in msg and "shift=style_transfer_approx" in msg
-    rec = implementation_record({"name": "style_transfer", "severity": 3, "options": {"weights_dir": "/w"}})
-    assert rec["faithful"] is True and rec["name"] == "style_transfer" and rec["options"]["weights_dir"] == "/w"
+    with pytest.raises(FileNotFoundError, match="AdaIN weights .* not found"):  # a directory without the weights
+        implementation_record({"name": "style_transfer", "severity": 3, "options": {"weights_dir": str(tmp_path)}})
+    for name in ("vgg_normalised.pth", "decoder.pth"):
+        (tmp_path / name).write_bytes(b"")
+    rec = implementation_record({"name": "style_transfer", "severity": 3, "options": {"weights_dir": str(tmp_path)}})
+    assert rec["faithful"] is True and rec["name"] == "style_transfer" and rec["options"]["weights_dir"] == str(tmp_path)
 
 
 @need_wand
