@@ -80,14 +80,15 @@ def _slug(*parts) -> str:
 def build_report(sweep: str | Path | list, out: str | Path | None = None, metric: str = "R@1",
                  baseline: str | None = None,
                  robustness: str | None = None, reference: str = "source", groups: str = "level",
-                 rows: str | Path | None = None) -> dict:
+                 rows: str | Path | None = None, cost: str | Path | None = None) -> dict:
     """Write the report files of one sweep directory (or several, or row files: then ``out`` is required);
     returns {"tables": [...], "robustness": DataFrame, "figures": [...], "html": path, "summary": line, ...}.
 
     ``baseline``: a second configuration every other one is compared against (besides source, paired by seed and
     query: :mod:`tta.reporting.compare`); ``robustness``: the metric of the
     robustness scores (default ``metric``; ranks and skewness are refused), against the clean ``reference``
-    (source or own), aggregated by ``groups`` (level or schiappa); ``rows``: also write the runs as a row file."""
+    (source or own), aggregated by ``groups`` (level or schiappa); ``rows``: also write the runs as a row file;
+    ``cost``: the rows of benchmarks/method_overhead.py, the source of ms/query (:mod:`tta.reporting.overhead`)."""
     sources = [Path(s) for s in sweep] if isinstance(sweep, (list, tuple)) else [Path(sweep)]
     sweep = sources[0] if len(sources) == 1 else ", ".join(map(str, sources))
     if out is None and (len(sources) > 1 or not sources[0].is_dir()):
@@ -97,6 +98,10 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
         raise ValueError(f"robustness of {robustness} is meaningless (γ and MMI assume a higher-is-better score on "
                          f"a 0-100 scale); give --robustness {'|'.join(ROBUST_METRICS)}")
     df, failures = load_runs(sources)
+    if cost:
+        from tta.reporting.overhead import apply_overhead
+
+        df = apply_overhead(df, cost)
     if baseline and not (df["config"] == baseline).any():
         raise ValueError(f"--baseline {baseline}: no such configuration in the runs; they hold "
                          f"{', '.join(sorted(df['config'].unique()))}")
@@ -366,6 +371,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="robustness groups: HAT-VTR shift levels or the categories of Schiappa et al.")
     ap.add_argument("--rows", default=None, help="paper: also write the runs as a row file (JSONL, per-query ranks "
                                                  "included) for docs/results/rows/")
+    ap.add_argument("--cost", default=None, help="ms/query from these rows of benchmarks/method_overhead.py "
+                                                 "(cost columns and the gain-against-cost plot)")
     ap.add_argument("--second", default="skewness", choices=["skewness", "R@5", "none"],
                     help="pivot: the second value of each cell")
     ap.add_argument("--model", action="append", help="only these backbones (repeatable)")
@@ -401,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         layout = args.layout or ("pivot" if any(s.endswith(".jsonl") for s in args.sources) else "paper")
         if layout == "paper":
             rep = build_report(args.sources, args.out, args.metric, args.baseline,
-                               args.robustness, args.reference, args.groups, args.rows)
+                               args.robustness, args.reference, args.groups, args.rows, args.cost)
             print("\n\n".join(_with_provenance(t) for t in rep["tables"] + rep["comparisons"]))
             print(f"\n{rep['summary']}; report: {rep['html']}")
             if args.wandb:
@@ -412,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
                                args.per_model, args.segments, args.sort,
-                               baseline=args.baseline)
+                               baseline=args.baseline, cost=args.cost)
     except (FileNotFoundError, ValueError) as e:
         print(f"tta.report: {e}", file=sys.stderr)
         return 2

@@ -29,12 +29,16 @@ EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
                   model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
                   segments: bool = False, sort: bool = False, title: str | None = None,
-                  baseline: str | None = None) -> list[Table]:
+                  baseline: str | None = None, cost=None) -> list[Table]:
     """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`).
 
     Pivot cells are marked against source (and bold) from the paired intervals of the per-query ranks, computed
     the same way from row files as from sweep directories; runs without them are shown unmarked."""
     df, _ = load_runs(sources, segments=segments)
+    if cost:  # ms/query from benchmarks/method_overhead.py, not the runs' own clocks
+        from tta.reporting.overhead import apply_overhead
+
+        df = apply_overhead(df, cost)
     if model:
         df = df[df["model"].isin(model)]
         if df.empty:
@@ -60,7 +64,7 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
 
 
 def table_command(sources, layout="pivot", second="skewness", model=None, bold=False, mean=False, per_model=False,
-                  segments=False, sort=False, baseline=None, **_) -> str:
+                  segments=False, sort=False, baseline=None, cost=None, **_) -> str:
     """The ``python -m tta.report`` command line that prints the same table."""
     args = ["python -m tta.report", *map(str, sources)]
     if layout != "pivot":
@@ -68,6 +72,7 @@ def table_command(sources, layout="pivot", second="skewness", model=None, bold=F
     if layout == "pivot" and second != "skewness":
         args.append(f"--second {second or 'none'}")
     args += [f"--model {m}" for m in model or []] + ([f"--baseline {baseline}"] if baseline else [])
+    args += [f"--cost docs/results/rows/{Path(cost).name}"] if cost else []
     args += [flag for flag, on in (("--bold", bold), ("--mean", mean), ("--per-model", per_model),
                                    ("--segments", segments), ("--sort", sort)) if on]
     return " ".join(args)
@@ -107,6 +112,8 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
     tables, seeds, intervals = [], set(), False
     for t in spec["tables"]:
         opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
+        if opts.get("cost"):  # a row file of benchmarks/method_overhead.py beside the others
+            opts["cost"] = rows_dir / opts["cost"]
         sources = [rows_dir / f for f in t["rows"]]
         rel = [f"docs/results/rows/{f}" for f in t["rows"]]
         rendered = render_tables(sources, **opts)

@@ -47,13 +47,18 @@ def cost_record(time_s: dict) -> dict[str, float | None]:
 
 
 def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
     import hydra
     import lightning
     import numpy
-    import open_clip
 
+    try:  # its version without importing it (open_clip's import costs seconds; a run of the embedded model skips it)
+        open_clip = version("open_clip_torch")
+    except PackageNotFoundError:
+        open_clip = "not installed"
     return {"python": platform.python_version(), "torch": torch.__version__, "lightning": lightning.__version__,
-            "open_clip": open_clip.__version__, "hydra": hydra.__version__, "numpy": numpy.__version__}
+            "open_clip": open_clip, "hydra": hydra.__version__, "numpy": numpy.__version__}
 
 
 def git_revision(path: str | Path | None = None) -> dict[str, Any] | None:

@@ -91,8 +91,14 @@ def device_sync(module):
     return torch.cuda.synchronize
 
 
+#: finer instrumentation a benchmark adds to every instrumented adapter: callables (adapter, clock)
+EXTRA_INSTRUMENTS: list = []
+
+
 def instrument(adapter, clock: StageClock) -> StageClock:
     """Time ``adapter``'s hooks into ``clock`` (and its post-hoc refiner as ``refine``)."""
+    for extra in EXTRA_INSTRUMENTS:
+        extra(adapter, clock)
     for hook, stage in ADAPTER_STAGES:
         if hook == "refine_scores" and not getattr(adapter, "refines", True):
             continue  # the base's identity: nothing refined, nothing charged to the method

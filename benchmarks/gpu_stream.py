@@ -1,0 +1,231 @@
+"""Whole query streams at ViT-B/32 where users run them: per-batch time split, ms/query, peak memory, TFLOP/s.
+
+    python benchmarks/gpu_stream.py                        # on a GPU: 1,000 queries, source/tcr/hatvtr, float32 and bf16
+    python benchmarks/gpu_stream.py --cpu                  # on a CPU: 64 queries, the embedded tiny model, float32
+    python benchmarks/gpu_stream.py --adapters source,hatvtr --precisions 32-true --queries 300 loader_workers=8
+
+The embedded benchmark's test set (built on first use; it is an MSR-VTT folder) is read as ``data=msrvtt`` with a
+randomly initialised open_clip ViT-B/32 (``model.arch=ViT-B-32 model.checkpoint=none``; the weights do not change
+the cost), v2t, Gaussian noise at severity 5, X-Pool (``--model``). ``--cpu`` keeps the embedded model instead and
+streams ``--queries`` (default 64). Each method streams twice in this one process (imports and the cached gallery
+are shared, as in an in-process sweep): a *plain* pass, as a run streams (its whole-stream seconds, ms/query and,
+on CUDA, the number of host synchronisations, counted by torch's sync debug mode), then a *timed* pass with
+``TTA_TIME_SYNC=1`` (the device synchronised around every stage, so each stage holds its own kernels), whose split
+is the per-batch breakdown: decode and perturb (the loader's item seconds, overlapped by workers), waiting for the
+batch, host-to-device, forward, backward, optimizer step, losses, the rest of the adaptation step, refinement (HSM),
+scoring, other. The adaptation step's FLOPs are counted once on the second batch (torch's FlopCounterMode) and
+divided by the timed pass's forward + adaptation seconds: achieved TFLOP/s, against the card's dense peak for the
+precision where it is known. Any tta.run override may follow the options. A measurement script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: dense tensor-core peaks (TFLOP/s) of the cards this project is lent, per precision (NVIDIA datasheets, SXM)
+PEAKS = {"H100": {"32-true": 67.0, "tf32": 494.7, "bf16-mixed": 989.4, "16-mixed": 989.4},
+         "H200": {"32-true": 67.0, "tf32": 494.7, "bf16-mixed": 989.4, "16-mixed": 989.4}}
+ROWS = ("decode_perturb", "load_wait", "to_device", "forward", "backward", "step", "losses", "adapt", "refine",
+        "score", "other")
+
+
+class Probe:
+    """Finer clocks inside the adaptation step and a one-batch FLOP count, added to every instrumented adapter."""
+
+    def __init__(self, count_flops: bool):
+        self.count_flops, self.flops, self.clock = count_flops, None, None
+
+    def __call__(self, adapter, clock) -> None:
+        self.clock, self.flops = clock, None
+        adapter.adapt_loss = clock.timed("losses", adapter.adapt_loss)
+        build = adapter.build_optimizer
+
+        def build_timed(params):
+            opt = build(params)
+            opt.step = clock.timed("step", opt.step)
+            return opt
+
+        adapter.build_optimizer = build_timed
+        if self.count_flops:
+            step = adapter.test_step
+
+            def counted(batch, batch_idx):
+                if batch_idx != 1:
+                    return step(batch, batch_idx)
+                from torch.utils.flop_counter import FlopCounterMode
+
+                with FlopCounterMode(display=False) as counter:
+                    out = step(batch, batch_idx)
+                self.flops = counter.get_total_flops()
+                return out
+
+            adapter.test_step = counted
+
+
+@contextlib.contextmanager
+def timed_backward(probe: Probe):
+    """``Tensor.backward`` charged to the probe's current clock as ``backward``."""
+    import torch
+
+    original = torch.Tensor.backward
+
+    def backward(self, *args, **kwargs):
+        if probe.clock is None:
+            return original(self, *args, **kwargs)
+        with probe.clock.stage("backward"):
+            return original(self, *args, **kwargs)
+
+    torch.Tensor.backward = backward
+    try:
+        yield
+    finally:
+        torch.Tensor.backward = original
+
+
+@contextlib.contextmanager
+def count_syncs(on_cuda: bool):
+    """Count host synchronisations (torch's CUDA sync debug mode warns on each); yields a one-item list."""
+    found = [None]
+    if not on_cuda:
+        yield found
+        return
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield found
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    found[0] = sum(1 for w in caught if "synchroniz" in str(w.message))
+
+
+def card() -> tuple[str, str | None]:
+    """(device description, a key of :data:`PEAKS` or None)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "CPU", None
+    name = torch.cuda.get_device_name(0)
+    return name, next((k for k in PEAKS if k in name), None)
+
+
+def one_stream(overrides: list[str], out: Path, sync: bool) -> dict:
+    """One in-process run; its results record."""
+    from tta.run import run
+    from tta.utils.config import compose
+
+    os.environ["TTA_TIME_SYNC"] = "1" if sync else "0"
+    return run(compose("run", overrides), out)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu", action="store_true", help="the embedded model on the CPU, fewer queries")
+    parser.add_argument("--adapters", default="source,tcr,hatvtr")
+    parser.add_argument("--precisions", default=None, help="trainer.precision values (default: 32-true,bf16-mixed "
+                                                           "on a GPU, 32-true on a CPU)")
+    parser.add_argument("--queries", type=int, default=None, help="default 1000 (GPU), 64 (--cpu)")
+    parser.add_argument("--model", default="xpool")
+    parser.add_argument("--shift", default="gaussian")
+    parser.add_argument("--severity", type=int, default=5)
+    parser.add_argument("--json", help="also write the rows here")
+    args, extra = parser.parse_known_args(argv)
+    import torch
+
+    from tta.data.registry import dataset_root
+    from tta.utils import timing
+    from tta.utils.config import compose
+    from tta.utils.paths import cache_root
+
+    gpu = torch.cuda.is_available() and not args.cpu
+    queries = args.queries or (64 if args.cpu else 1000)
+    precisions = (args.precisions or ("32-true,bf16-mixed" if gpu else "32-true")).split(",")
+    base = compose("run", ["data=synth"])
+    root = dataset_root(base.data, cache_root(base.paths.cache_dir))  # builds the embedded set on first use
+    common = [f"model={args.model}", "task=v2t", f"shift={args.shift}", f"shift.severity={args.severity}",
+              "data=msrvtt", f"data.root={root}", f"data.subset={queries}", "print_config=false", "save.sims_head=0",
+              "skip_complete=false", "resume=false", "checkpoint_every=0"]
+    if not args.cpu:
+        common += ["model.arch=ViT-B-32", "model.checkpoint=none"]
+    common += ["trainer.accelerator=gpu"] if gpu else ["trainer.accelerator=cpu"]
+    device, peak_key = card()
+    probe = Probe(count_flops=True)
+    timing.EXTRA_INSTRUMENTS.append(probe)
+    rows = []
+    work = Path(tempfile.mkdtemp(prefix="tta-gpu-stream-"))
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    print(f"{device}; torch {torch.__version__}; commit {rev.stdout.strip()}; {queries} queries; "
+          f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC", flush=True)
+    with timed_backward(probe):
+        for precision in precisions:
+            matmul = ["matmul_precision=high"] if precision != "32-true" else []
+            for adapter in args.adapters.split(","):
+                overrides = [*common, f"adapter={adapter}", f"trainer.precision={precision}", *matmul, *extra]
+                name = f"{adapter}-{precision}"
+                probe.count_flops = False
+                with count_syncs(gpu) as syncs:
+                    plain = one_stream(overrides, work / f"{name}-plain", sync=False)
+                probe.count_flops = True
+                timed = one_stream(overrides, work / f"{name}-timed", sync=True)
+                rows.append(row(adapter, precision, plain, timed, syncs[0], probe.flops, peak_key, device))
+                print(format_row(rows[-1]), flush=True)
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def row(adapter: str, precision: str, plain: dict, timed: dict, syncs, flops, peak_key, device) -> dict:
+    t, split = timed["time_s"], timed["time_s"]["split"]
+    batches = max(1, -(-plain["num_queries"] // 16))
+    busy = split["forward"] + split["adapt"] + split.get("backward", 0.0) + split.get("step", 0.0) + \
+        split.get("losses", 0.0)
+    achieved = flops * batches / busy / 1e12 if flops and busy > 0 else None
+    peak = (PEAKS.get(peak_key) or {}).get(precision)
+    return {"adapter": adapter, "precision": precision, "device": device, "queries": plain["num_queries"],
+            "stream_s": plain["time_s"]["stream"], "ms_per_query": plain["time_s"]["per_query_ms"],
+            "setup_s": plain["time_s"]["setup"], "timed_stream_s": t["stream"], "R@1": plain["retrieval"]["R@1"],
+            "timed_R@1": timed["retrieval"]["R@1"], "host_syncs_per_batch": None if syncs is None else syncs / batches,
+            "peak_gpu_mb": (timed.get("cost") or {}).get("peak_gpu_mb"),
+            "gflop_per_batch": None if not flops else flops / 1e9, "tflops": achieved,
+            "peak_tflops": peak, "share_of_peak": achieved / peak if achieved and peak else None,
+            "ms_per_batch": {k: 1000.0 * split.get(k, 0.0) / batches for k in ROWS}}
+
+
+def format_row(r: dict) -> str:
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in r["ms_per_batch"].items())
+    flops = f"{r['gflop_per_batch']:.1f} GFLOP/batch, {r['tflops']:.2f} TFLOP/s" if r["tflops"] else "no FLOPs"
+    share = f" ({100 * r['share_of_peak']:.1f} % of {r['peak_tflops']:.0f})" if r["share_of_peak"] else ""
+    syncs = "" if r["host_syncs_per_batch"] is None else f"; {r['host_syncs_per_batch']:.1f} host syncs/batch"
+    mem = "" if r["peak_gpu_mb"] is None else f"; peak GPU {r['peak_gpu_mb']:.0f} MiB"
+    return (f"{r['adapter']} {r['precision']}: stream {r['stream_s']:.2f} s = {r['ms_per_query']:.2f} ms/query "
+            f"(set-up {r['setup_s']:.1f} s), R@1 {r['R@1']:.1f}; {flops}{share}{syncs}{mem}\n"
+            f"  per batch (ms, timed pass {r['timed_stream_s']:.2f} s): {parts}")
+
+
+def print_table(rows: list[dict]) -> None:
+    head = ["adapter", "precision", "ms/query", "stream s", *ROWS, "TFLOP/s", "syncs/batch", "peak MiB"]
+    print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    for r in rows:
+        cells = [r["adapter"], r["precision"], f"{r['ms_per_query']:.2f}", f"{r['stream_s']:.2f}",
+                 *(f"{r['ms_per_batch'][k]:.2f}" for k in ROWS),
+                 "" if r["tflops"] is None else f"{r['tflops']:.2f}",
+                 "" if r["host_syncs_per_batch"] is None else f"{r['host_syncs_per_batch']:.1f}",
+                 "" if r["peak_gpu_mb"] is None else f"{r['peak_gpu_mb']:.0f}"]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
