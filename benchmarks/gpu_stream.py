@@ -35,6 +35,13 @@ REPO = Path(__file__).resolve().parents[1]
 #: dense tensor-core peaks (TFLOP/s) of the cards this project is lent, per precision (NVIDIA datasheets, SXM)
 PEAKS = {"H100": {"32-true": 67.0, "tf32": 494.7, "bf16-mixed": 989.4, "16-mixed": 989.4},
          "H200": {"32-true": 67.0, "tf32": 494.7, "bf16-mixed": 989.4, "16-mixed": 989.4}}
+#: HAT-VTR paper, RTX 4090, batch 16: ms/query (Table 8; source = CLIP4Clip inference) and the whole MSRVTT-1kA v2t
+#: stream in seconds (Table 15)
+PAPER = {"source": (2.25, None), "tent": (26.26, 36.27), "read": (26.78, 36.73), "sar": (53.41, 63.09),
+         "eata": (26.58, 36.58), "tcr": (26.37, 36.38), "hatvtr": (32.27, 37.06)}
+#: HAT-VTR paper Table 9, ms/query x 16 = ms per batch (its "rm" reliable memory is counted here as "adapt")
+PAPER_HATVTR_BATCH = {"forward": 2.23 * 16, "backward": 21.2 * 16, "adapt": 2.45 * 16, "refine": 4.2 * 16,
+                      "losses": 2.19 * 16}
 ROWS = ("decode_perturb", "load_wait", "to_device", "forward", "backward", "step", "losses", "adapt", "refine",
         "score", "other")
 
@@ -225,6 +232,12 @@ def print_table(rows: list[dict]) -> None:
                  "" if r["host_syncs_per_batch"] is None else f"{r['host_syncs_per_batch']:.1f}",
                  "" if r["peak_gpu_mb"] is None else f"{r['peak_gpu_mb']:.0f}"]
         print("| " + " | ".join(cells) + " |")
+        if r["adapter"] in PAPER and r["precision"] == "32-true":
+            ms, stream = PAPER[r["adapter"]]
+            batch = PAPER_HATVTR_BATCH if r["adapter"] == "hatvtr" else {}
+            cells = [f"{r['adapter']} (paper, RTX 4090)", "?", f"{ms:.2f}", "" if stream is None else f"{stream:.2f}",
+                     *(f"{batch[k]:.1f}" if k in batch else "" for k in ROWS), "", "", ""]
+            print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

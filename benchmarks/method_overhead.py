@@ -176,6 +176,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append({"model": model, **row, "task": args.task, "shift": args.shift, "severity": args.severity,
                          "queries": bench.queries, "repeats": args.repeats, "machine": where, "pinned": pinned,
                          "torch": torch.__version__, "commit": commit(), "date": date})
+        if args.out:  # after each backbone: an interrupted benchmark keeps what it measured
+            Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"\n{'model':10s} {'config':8s} {'ms/query':>9s} {'source':>8s} {'ratio':>6s} {'range':>12s}")
     for r in rows:
         print(f"{r['model']:10s} {r['config']:8s} {r['ms_per_query']:9.2f} {r['source_ms_per_query']:8.2f} "
