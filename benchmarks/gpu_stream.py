@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--model", default="xpool")
     parser.add_argument("--shift", default="gaussian")
     parser.add_argument("--severity", type=int, default=5)
+    parser.add_argument("--root", help="an MSR-VTT folder to stream instead (default: the embedded set's, built on "
+                                       "first use)")
     parser.add_argument("--json", help="also write the rows here")
     args, extra = parser.parse_known_args(argv)
     import torch
@@ -159,8 +161,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     gpu = torch.cuda.is_available() and not args.cpu
     queries = args.queries or (64 if args.cpu else 1000)
     precisions = (args.precisions or ("32-true,bf16-mixed" if gpu else "32-true")).split(",")
-    base = compose("run", ["data=synth"])
-    root = dataset_root(base.data, cache_root(base.paths.cache_dir))  # builds the embedded set on first use
+    if args.root and not (Path(args.root) / "MSRVTT_JSFUSION_test.csv").is_file():
+        sys.exit(f"error: --root {args.root} holds no MSRVTT_JSFUSION_test.csv; give an MSR-VTT folder")
+    if args.root:
+        root = Path(args.root).resolve()
+    else:
+        base = compose("run", ["data=synth"])
+        root = dataset_root(base.data, cache_root(base.paths.cache_dir))  # builds the embedded set on first use
     common = [f"model={args.model}", "task=v2t", f"shift={args.shift}", f"shift.severity={args.severity}",
               "data=msrvtt", f"data.root={root}", f"data.subset={queries}", "print_config=false", "save.sims_head=0",
               "skip_complete=false", "resume=false", "checkpoint_every=0"]

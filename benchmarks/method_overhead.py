@@ -70,8 +70,8 @@ class Bench:
     """One backbone's model, gallery and in-memory query batches, and a timed pass of any adapter over them."""
 
     def __init__(self, model_name: str, args, extra: list[str]):
-        from tta.run import build_data
         from tta.scenario import Scenario
+        from tta.stages import dataset_stages
         from tta.utils.config import compose
         from tta.utils.paths import cache_root
 
@@ -81,7 +81,8 @@ class Bench:
         cfg = compose("run", [*self.overrides, "adapter=source"])
         self.cache = cache_root(cfg.paths.cache_dir)
         self.scenario = Scenario.from_config(cfg)
-        self.model, self.data = build_data(cfg, self.scenario, self.cache, 0)
+        self.parts = dataset_stages(cfg, self.scenario, self.cache, 0)
+        self.model, self.data = self.parts.model, self.parts.data
         self.pristine = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.batches = []
         for batch in self.data.test_dataloader():  # decoded and perturbed once: no pass pays for the shift
@@ -94,7 +95,7 @@ class Bench:
         """Seconds of one pass of ``adapter_name`` over the batches, and its stage split."""
         import torch
 
-        from tta.run import build_run_adapter
+        from tta.stages import build_run_adapter
         from tta.utils.config import compose
         from tta.utils.seeding import seed_everything
         from tta.utils.timing import StageClock, instrument
@@ -102,7 +103,7 @@ class Bench:
         cfg = compose("run", [*self.overrides, f"adapter={adapter_name}"])
         seed_everything(cfg.seed)
         self.model.load_state_dict(self.pristine)
-        adapter = build_run_adapter(cfg, self.model, self.data, self.scenario)
+        adapter = build_run_adapter(cfg, self.parts, self.scenario)
         adapter.setup("test")
         clock = instrument(adapter, StageClock())
         with torch.inference_mode(False):
