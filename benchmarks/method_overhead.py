@@ -2,7 +2,7 @@
 
     python benchmarks/method_overhead.py                          # every method, both backbones, 128 queries, 3 repeats
     python benchmarks/method_overhead.py --models xpool --adapters source,hatvtr --queries 320 --repeats 5
-    python benchmarks/method_overhead.py --out docs/results/rows/method-overhead.jsonl    # the rows the docs read
+    python benchmarks/method_overhead.py --out docs/results/cost/method-overhead.jsonl    # the rows the docs read
 
 The query stream (v2t, Gaussian noise at severity 5 by default: ``--shift``, ``--severity``, ``--task``) is decoded,
 perturbed and collated once, then held in memory: every timed pass streams the same batches, so decoding and the

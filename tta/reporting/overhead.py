@@ -33,7 +33,12 @@ def apply_overhead(df, path: str | Path):
     """``df`` (runs, one per row) with ``ms_per_query`` from the benchmark and ``cost_machine`` saying where it was
     measured; runs the benchmark did not cover get NaN."""
     rows = load_overhead(path)
-    ms = {tuple(r[k] for k in KEY): float(r["ms_per_query"]) for r in rows}
+    # source's ms/query times each method's paired ratio: a drifting machine moves both arms of a pair alike, so the
+    # plot's x (method over source) is the benchmark's paired ratio, not a ratio of medians from different passes
+    source = {(r["model"], r["task"]): float(r["ms_per_query"]) for r in rows if r["config"] == "source"}
+    ms = {tuple(r[k] for k in KEY): source[(r["model"], r["task"])] * float(r.get("ratio") or 1.0)
+          if (r["model"], r["task"]) in source and r.get("ratio") is not None else float(r["ms_per_query"])
+          for r in rows}
     where = {tuple(r[k] for k in KEY): r.get("machine") for r in rows}
     keys = list(zip(*(df[k] for k in KEY), strict=True))
     df = df.copy()

@@ -72,7 +72,7 @@ def table_command(sources, layout="pivot", second="skewness", model=None, bold=F
     if layout == "pivot" and second != "skewness":
         args.append(f"--second {second or 'none'}")
     args += [f"--model {m}" for m in model or []] + ([f"--baseline {baseline}"] if baseline else [])
-    args += [f"--cost docs/results/rows/{Path(cost).name}"] if cost else []
+    args += [f"--cost {cost}"] if cost else []
     args += [flag for flag, on in (("--bold", bold), ("--mean", mean), ("--per-model", per_model),
                                    ("--segments", segments), ("--sort", sort)) if on]
     return " ".join(args)
@@ -112,16 +112,15 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
     tables, seeds, intervals = [], set(), False
     for t in spec["tables"]:
         opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
-        if opts.get("cost"):  # a row file of benchmarks/method_overhead.py beside the others
-            opts["cost"] = rows_dir / opts["cost"]
+        cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
         sources = [rows_dir / f for f in t["rows"]]
         rel = [f"docs/results/rows/{f}" for f in t["rows"]]
-        rendered = render_tables(sources, **opts)
+        rendered = render_tables(sources, **opts, cost=ROOT / cost if cost else None)
         seeds |= {s for r in rendered for s in r.seed_values}
         intervals |= any(r.marks is not None for r in rendered) and all(
             "no per-query ranks" not in " ".join(r.notes) for r in rendered)
         body = "\n\n".join(r.to_markdown() for r in rendered)
-        tables.append((t.get("note"), table_command(rel, **opts), body))
+        tables.append((t.get("note"), table_command(rel, **opts, cost=cost), body))
     how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
            "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
            "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
