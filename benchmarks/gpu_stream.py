@@ -6,8 +6,8 @@
 
 The embedded benchmark's test set (built on first use; it is an MSR-VTT folder) is read as ``data=msrvtt`` with a
 randomly initialised open_clip ViT-B/32 (``model.arch=ViT-B-32 model.checkpoint=none``; the weights do not change
-the cost), v2t, Gaussian noise at severity 5, X-Pool (``--model``). ``--cpu`` keeps the embedded model instead and
-streams ``--queries`` (default 64). Each method streams twice in this one process (imports and the cached gallery
+the cost), v2t, Gaussian noise at severity 5, X-Pool (``--model``). ``--cpu`` keeps the embedded model on its own dataset
+(``data=synth``, the same videos) and streams ``--queries`` (default 64). Each method streams twice in this one process (imports and the cached gallery
 are shared, as in an in-process sweep): a *plain* pass, as a run streams (its whole-stream seconds, ms/query and,
 on CUDA, the number of host synchronisations, counted by torch's sync debug mode), then a *timed* pass with
 ``TTA_TIME_SYNC=1`` (the device synchronised around every stage, so each stage holds its own kernels), whose split
@@ -163,13 +163,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     precisions = (args.precisions or ("32-true,bf16-mixed" if gpu else "32-true")).split(",")
     if args.root and not (Path(args.root) / "MSRVTT_JSFUSION_test.csv").is_file():
         sys.exit(f"error: --root {args.root} holds no MSRVTT_JSFUSION_test.csv; give an MSR-VTT folder")
+    root = None
     if args.root:
         root = Path(args.root).resolve()
-    else:
+    elif not args.cpu:
         base = compose("run", ["data=synth"])
         root = dataset_root(base.data, cache_root(base.paths.cache_dir))  # builds the embedded set on first use
+    # --cpu: the embedded model on its own dataset (its cached checkpoint; as data=msrvtt it would be fine-tuned first)
+    data = ["data=synth"] if args.cpu and not args.root else ["data=msrvtt", f"data.root={root}"]
     common = [f"model={args.model}", "task=v2t", f"shift={args.shift}", f"shift.severity={args.severity}",
-              "data=msrvtt", f"data.root={root}", f"data.subset={queries}", "print_config=false", "save.sims_head=0",
+              *data, f"data.subset={queries}", "print_config=false", "save.sims_head=0",
               "skip_complete=false", "resume=false", "checkpoint_every=0"]
     if not args.cpu:
         common += ["model.arch=ViT-B-32", "model.checkpoint=none"]
@@ -220,7 +223,7 @@ def row(adapter: str, precision: str, plain: dict, timed: dict, syncs, flops, pe
 
 def format_row(r: dict) -> str:
     parts = ", ".join(f"{k} {v:.2f}" for k, v in r["ms_per_batch"].items())
-    flops = f"{r['gflop_per_batch']:.1f} GFLOP/batch, {r['tflops']:.2f} TFLOP/s" if r["tflops"] else "no FLOPs"
+    flops = f"{r['gflop_per_batch']:.1f} GFLOP/batch, {r['tflops']:.3g} TFLOP/s" if r["tflops"] else "no FLOPs"
     share = f" ({100 * r['share_of_peak']:.1f} % of {r['peak_tflops']:.0f})" if r["share_of_peak"] else ""
     syncs = "" if r["host_syncs_per_batch"] is None else f"; {r['host_syncs_per_batch']:.1f} host syncs/batch"
     mem = "" if r["peak_gpu_mb"] is None else f"; peak GPU {r['peak_gpu_mb']:.0f} MiB"
@@ -235,7 +238,7 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         cells = [r["adapter"], r["precision"], f"{r['ms_per_query']:.2f}", f"{r['stream_s']:.2f}",
                  *(f"{r['ms_per_batch'][k]:.2f}" for k in ROWS),
-                 "" if r["tflops"] is None else f"{r['tflops']:.2f}",
+                 "" if r["tflops"] is None else f"{r['tflops']:.3g}",
                  "" if r["host_syncs_per_batch"] is None else f"{r['host_syncs_per_batch']:.1f}",
                  "" if r["peak_gpu_mb"] is None else f"{r['peak_gpu_mb']:.0f}"]
         print("| " + " | ".join(cells) + " |")

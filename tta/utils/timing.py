@@ -21,6 +21,8 @@ import os
 import time
 from collections import defaultdict
 
+#: stages outside a batch's step (the rest, and any finer stage a benchmark adds, are inside it)
+UNCLAIMED = ("load_wait", "to_device", "other", "decode_perturb")
 STAGES = ("load_wait", "to_device", "forward", "adapt", "refine", "score", "other")
 
 
@@ -158,7 +160,7 @@ def stream_clock_callback(clock: StageClock):
             self._mark = clock.seconds.get("to_device", 0.0)
 
         def _claimed(self) -> float:
-            return sum(v for k, v in clock.seconds.items() if k in ("forward", "adapt", "refine", "score"))
+            return sum(v for k, v in clock.seconds.items() if k not in UNCLAIMED)
 
         def _since(self, stage: str) -> float:
             return clock.seconds.get(stage, 0.0) - getattr(self, "_mark", 0.0)
