@@ -79,11 +79,16 @@ def test_combined_disruption_reorders_and_replaces():
 
 
 def test_mismatch_intervals_hand_enumerated():
-    assert mismatch_intervals(2) == []
-    assert mismatch_intervals(3) == [((0, 2), (1, 3))]
+    assert mismatch_intervals(1) == []
+    assert mismatch_intervals(2) == [((0, 1), (1, 2))]  # a two-event video: [c1] against [c2]
+    assert set(mismatch_intervals(3)) == {((0, 1), (1, 2)), ((0, 1), (1, 3)), ((0, 1), (2, 3)), ((0, 2), (1, 3)),
+                                          ((0, 2), (2, 3)), ((1, 2), (2, 3))}
     four = mismatch_intervals(4)
     assert ((0, 3), (2, 4)) in four  # the paper's example: [c1, c2, c3] and [c3, c4]
-    assert set(four) == {((0, 2), (1, 3)), ((0, 2), (1, 4)), ((0, 3), (1, 4)), ((0, 3), (2, 4)), ((1, 3), (2, 4))}
+    assert ((0, 2), (0, 3)) not in four and ((0, 4), (1, 3)) not in four  # one event apart / nothing of its own
+    for (a1, b1), (a2, b2) in four:
+        one, two = set(range(a1, b1)), set(range(a2, b2))
+        assert len(one ^ two) >= 2 and one - two and two - one
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -94,8 +99,13 @@ def test_seg_mismatch_crops_cover_their_intervals(seed):
         assert (crop.start, crop.end) == (it.events[crop.first].start, it.events[crop.stop - 1].end)
         assert crop.text == positive_text(it, crop.first, crop.stop)
     a, b = set(range(one.first, one.stop)), set(range(two.first, two.stop))
-    assert a & b and len(a ^ b) >= 2
+    assert len(a ^ b) >= 2 and a - b and b - a
     assert one.text != two.text
+
+
+def test_two_event_video_gets_a_segment_triplet():
+    one, two = seg_mismatch(item(2), np.random.default_rng(0))
+    assert {(one.first, one.stop), (two.first, two.stop)} == {(0, 1), (1, 2)}
 
 
 def test_triplets_pair_each_crop_with_its_own_and_the_other_text():

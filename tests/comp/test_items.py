@@ -111,4 +111,72 @@ def test_activitynet_items_from_timestamps_and_wordnet(tmp_path):
     changed = [(a, b) for a, b in zip(positive_text(it).split(), negative.split(), strict=True) if a != b]
     assert len(changed) == 1 and changed[0][0] in ("standing", "jumps", "throws")
     one, two = seg_mismatch(it, np.random.default_rng(0))
-    assert (one.start, one.end, two.start, two.end) == (0.83, 82.73, 17.37, 82.73)
+    assert (one.start, one.end, two.start, two.end) == (17.37, 82.73, 30.0, 60.81)  # [c2] against [c3]
+
+
+def test_activitynet_paragraph_drops_a_summary_caption_and_keeps_the_longer_of_two_near_duplicates():
+    from tta.comp.items import paragraph_events
+
+    annotated = [(0.0, 90.0, "A man plays the drums on a stage."),  # summary over the whole 90 s video
+                 (0.0, 25.0, "A man walks onto the stage."), (24.0, 60.0, "He sits down and plays the drums."),
+                 (26.0, 58.0, "He plays."),  # IoU 32/36 with the caption above: the shorter one goes
+                 (61.0, 92.0, "He stands and bows to the crowd.")]
+    kept = paragraph_events(annotated, 90.0)
+    assert [s for _, _, s in kept] == ["A man walks onto the stage.", "He sits down and plays the drums.",
+                                       "He stands and bows to the crowd."]
+    assert kept[-1][1] == 90.0  # clipped to the video
+    # a caption over exactly two other events is no summary (Sec. 3.1.1 drops those over more than two)
+    two = paragraph_events([(0.0, 40.0, "x"), (0.0, 20.0, "y"), (20.0, 40.0, "z"), (50.0, 60.0, "w")], 60.0)
+    assert [s for _, _, s in two] == ["y", "x", "z", "w"]  # sorted by start, then end
+
+
+ANET_SENTENCES = [
+    "A man is seen standing in a field.", "He carries a bag across the room.", "The man throws the ball to a dog.",
+    "A woman puts a cup on a table.", "They walk down the street.", "The girl jumped into the pool.",
+    "A boy is riding a bike down a hill.", "She cuts the paper with scissors.", "The men push the car forward.",
+    "A woman is washing dishes in a sink.", "He kicks the ball into the goal.", "The dog runs after the frisbee.",
+    "Two people are dancing on a stage.", "She pours water into a glass.", "He lifts a heavy weight over his head.",
+    "The child climbs up the ladder.", "A man catches a fish from the river.", "She holds the baby in her arms.",
+    "The players hit the ball with sticks.", "He paints the wall with a roller.", "A woman brushes her hair.",
+    "The man opened the door and walked in.", "They swim across the lake.", "She mixes the ingredients in a bowl.",
+]
+
+
+@pytest.mark.slow
+def test_five_hundred_action_replacements_are_grammatical():
+    """Every sampled replacement is a dictionary verb form (lemminflect: no "carrys"), in the original's Penn tag
+    (so it agrees with the same subject), and of a verb that can take the original's object or go without one."""
+    from lemminflect import getAllLemmas, getInflection
+
+    from tta.comp.disrupt import CompItem, Event, replaced_events
+    from tta.comp.items import OBJECT_OPENERS, key_action, penn_tag, verb_frames
+
+    rng = np.random.default_rng(0)
+    events = []
+    for k, sentence in enumerate(ANET_SENTENCES):
+        action, alternatives = key_action(sentence)
+        if action:
+            events.append(Event(sentence, float(k), k + 1.0, action, alternatives))
+    assert len(events) >= 20
+    checked = 0
+    for _ in range(500):
+        a, b = rng.choice(len(events), 2, replace=False)
+        item = CompItem("v", "v.mp4", 100.0, (events[a], events[b]))
+        new = replaced_events(item, rng)
+        (old_event, new_event), = [(o, n) for o, n in zip(item.events, new, strict=True) if o.text != n.text]
+        words_old, words_new = old_event.text.split(), new_event.text.split()
+        (i,) = [j for j, (x, y) in enumerate(zip(words_old, words_new, strict=True)) if x != y]
+        word, replacement = words_old[i].strip(".,"), words_new[i].strip(".,")
+        tag = penn_tag(word)
+        lemmas = getAllLemmas(replacement.lower(), upos="VERB").get("VERB", ())
+        assert any(replacement.lower() in getInflection(lemma, tag=tag, inflect_oov=False) for lemma in lemmas), \
+            (word, replacement)
+        nxt = words_old[i + 1].lower().strip(".,") if i + 1 < len(words_old) else ""
+        needed = {8, 9, 10, 11} if nxt in OBJECT_OPENERS else {1, 2}
+        assert any(verb_frames(lemma) & needed for lemma in lemmas), (word, replacement, nxt)
+        assert replacement.lower() not in {"carrys", "puting", "siting"}
+        checked += 1
+    assert checked == 500
+    assert key_action("A man is seen standing in a field.")[0] == "standing"
+    assert "putting" not in key_action("A man is seen standing in a field.")[1]  # "put" needs an object
+    assert "carries" in key_action("The man throws the ball to a dog.")[1]

@@ -7,8 +7,9 @@ approximation, docs/methods/videocomp.md):
 
 * ``temp_reorder``: the event texts in a permutation other than the identity;
 * ``action_replace``: one event's key action phrase replaced by one of its alternatives, all else unchanged;
-* ``seg_mismatch``: two overlapping contiguous sub-intervals, each with an event the other lacks; each crop of
-  the video (the interval's time span) is paired with its own text (positive) and the other's (negative).
+* ``seg_mismatch``: two distinct contiguous sub-intervals that differ in at least two events (Sec. 3.1.2), each
+  with an event the other lacks; they need not overlap, so a two-event video gets the pair [c1] / [c2]. Each crop
+  of the video (the interval's time span) is paired with its own text (positive) and the other's (negative).
 """
 
 from __future__ import annotations
@@ -122,14 +123,14 @@ def replace_once(text: str, old: str, new: str) -> str:
 
 
 def mismatch_intervals(n: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Every pair of overlapping contiguous intervals ``[first, stop)`` of ``n`` events where each holds an event
-    the other lacks (Sec. 3.1.2, e.g. [c1, c2, c3] and [c3, c4]), so they differ in at least two events."""
+    """Every pair of contiguous intervals ``[first, stop)`` of ``n`` events that differ in at least two events, each
+    holding an event the other lacks (Sec. 3.1.2, e.g. [c1, c2, c3] and [c3, c4]; for n = 2 only [c1] and [c2])."""
     spans = [(a, b) for a in range(n) for b in range(a + 1, n + 1)]
     pairs = []
     for i, (a1, b1) in enumerate(spans):
         for a2, b2 in spans[i + 1:]:
             one, two = set(range(a1, b1)), set(range(a2, b2))
-            if one & two and one - two and two - one:
+            if len(one ^ two) >= 2 and one - two and two - one:
                 pairs.append(((a1, b1), (a2, b2)))
     return pairs
 
@@ -147,7 +148,7 @@ class Crop:
 
 def seg_mismatch(item: CompItem, rng: np.random.Generator) -> tuple[Crop, Crop] | None:
     """Two crops for the segment-level mismatch (the positive pairs each crop with its own text, the negative
-    with the other's); None for fewer than three events."""
+    with the other's); None for fewer than two events."""
     pairs = mismatch_intervals(len(item.events))
     if not pairs:
         return None

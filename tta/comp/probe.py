@@ -185,8 +185,16 @@ def probe_triplets(cfg: DictConfig, cache: Path) -> tuple[Triplets, int, str]:
 
 def probe_models(cfg: DictConfig, cache: Path, models: dict[str, RetrievalModel]) -> dict[str, Any]:
     """The probe scored with each named model (results.json ``comp``)."""
+    from tta.comp.items import ALTERNATIVE_COUNTS
+
+    ALTERNATIVE_COUNTS.update(candidates=0, dropped=0)
     triplets, num_frames, name = probe_triplets(cfg, cache)
     out: dict[str, Any] = {"data": name, "seed": int(cfg.comp_probe.seed)}
+    if ALTERNATIVE_COUNTS["candidates"]:  # ActivityNet: replacement verbs dropped by the grammar check
+        out["action_candidates"] = {**ALTERNATIVE_COUNTS, "share_dropped":
+                                    ALTERNATIVE_COUNTS["dropped"] / ALTERNATIVE_COUNTS["candidates"]}
+        log.info("VideoComp probe: %(dropped)d of %(candidates)d action replacements dropped as ungrammatical",
+                 ALTERNATIVE_COUNTS)
     for role, model in models.items():
         out[role] = score_probe(model, triplets, num_frames)
         log.info("VideoComp probe (%s model, %s): %s", role, name, json.dumps(out[role]["accuracy"]))
