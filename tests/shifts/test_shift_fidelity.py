@@ -148,14 +148,50 @@ def test_donor_query_source_is_recorded_and_defaults_to_the_video_embedding():
     objects = {"a": {"video_caption": "generated"}, "b": {}}
     assert query_sources(pairs, objects, "caption_text") == {"a": "generated_caption", "b": "video_embedding",
                                                              "c": "video_embedding"}
-    assert query_sources(pairs, objects, "caption_text", "ground_truth")["b"] == "ground_truth_caption"
     assert set(query_sources(pairs, objects, "video").values()) == {"video_embedding"}
     spec = SimpleNamespace(name="event_insertion", severity=5, seed=0, options=(("position", "middle"),),
-                           resources={"donor_query_source": {"generated_caption": 1, "ground_truth_caption": 2}})
+                           resources={"donor_query_source": {"generated_caption": 1, "video_embedding": 2}})
     rec = implementation_record(spec)
     assert rec["faithful"] and rec["options"]["position"] == "middle" and rec["options"]["caption_fallback"] == "video"
-    assert rec["donor_query_source"] == {"generated_caption": 1, "ground_truth_caption": 2}
-    assert rec["donor_query_optimistic"] is True
+    assert rec["donor_query_source"] == {"generated_caption": 1, "video_embedding": 2}
+    assert rec["donor_query_optimistic"] is False
+
+
+def test_no_donor_is_chosen_with_the_query_ground_truth_caption():
+    """The embedded benchmark writes each test video's own caption as its "generated" caption (tta/synth/build.py);
+    taken as the donor query it picked the train clip that best matched the answer and event insertion raised v2t
+    R@1 above clean. Such a caption must not form the query, and no pool video carrying it may be the donor."""
+    from types import SimpleNamespace
+
+    from tta.data.shift_resources import answer_donors, query_sources
+    from tta.shifts.video.donors import DonorPool
+
+    pairs = [SimpleNamespace(video_id="t0", caption="a red ball bounces and then turns blue"),
+             SimpleNamespace(video_id="t1", caption="a tiny green box slides left")]
+    # as tta/synth/build.py writes it: video_caption = the test pair's own caption (case and full stop aside)
+    objects = {"t0": {"video_caption": "A red ball bounces and then turns blue."},
+               "t1": {"video_caption": "a green square moves to the left"}}
+    assert query_sources(pairs, objects, "caption_text") == {"t0": "video_embedding", "t1": "generated_caption"}
+    pool_captions = [{"a red ball bounces and then turns blue", "a scarlet disc hops around"}, {"something else"},
+                     {"a tiny green box slides left"}]
+    excluded = answer_donors(pairs, pool_captions)
+    assert excluded == {"t0": [0], "t1": [2]}
+    emb = torch.tensor([[10.0, 0.0], [1.0, 0.0], [0.0, 10.0]])  # the answer's clip scores highest for both
+    pool = DonorPool(["p0.mp4", "p1.mp4", "p2.mp4"], ["p0", "p1", "p2"], emb,
+                     {"video": {"t0": torch.tensor([1.0, 0.0]), "t1": torch.tensor([0.0, 1.0])}}, excluded=excluded)
+    assert pool.plan(["t0", "t1"], "video") == {"t0": "p1", "t1": "p0"}
+    unguarded = DonorPool(pool.paths, pool.ids, emb, pool.queries)  # what the pool chose before the exclusion
+    assert unguarded.plan(["t0", "t1"], "video") == {"t0": "p0", "t1": "p2"}
+    with pytest.raises(ValueError, match="every pool video is excluded"):
+        DonorPool(["p0.mp4"], ["p0"], emb[:1], {"video": {"t0": torch.tensor([1.0, 0.0])}},
+                  excluded={"t0": [0]}).donor_index("t0", "video")
+
+
+def test_ground_truth_caption_fallback_is_refused():
+    from tta.data.shift_resources import build_donor_pool
+
+    with pytest.raises(ValueError, match="caption_fallback must be video"):
+        build_donor_pool(None, None, [], None, None, 0, {"caption_fallback": "ground_truth", "pool_size": 1}, {})
 
 
 # ------------------------------------------------------------------------------------------- text shifts

@@ -75,6 +75,10 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
     query = options.get("query", "caption_text")
     if query not in ("caption_text", "video"):
         raise ValueError(f"event_insertion query must be caption_text or video, got {query!r}")
+    fallback = options.get("caption_fallback", "video")
+    if fallback != "video":
+        raise ValueError(f"event_insertion caption_fallback must be video, got {fallback!r} (a donor chosen with the "
+                         "ground-truth caption carries the answer into the query; docs/shifts/mlvp.md)")
     train = load_pairs(data_cfg, "train", cache)
     chosen = [train[i] for i in choose_pool([p.video_id for p in train], pool_size, derive_seed(seed, "donor_pool"))]
     test_ids = {p.video_id for p in test_pairs}
@@ -91,10 +95,6 @@ def build_donor_pool(model, data_cfg, test_pairs: Sequence, frames, cache: Path,
     # one call over the whole pool: one set of loader workers decodes it while the model encodes
     emb = pool_embeddings([p.video_path for p in chosen], encode,
                           cache / "donor_pool" / f"{data_cfg.name}-{digest}-{len(chosen)}.pt", batch=len(chosen))
-    fallback = options.get("caption_fallback", "video")
-    if fallback != "video":
-        raise ValueError(f"event_insertion caption_fallback must be video, got {fallback!r} (a donor chosen with the "
-                         "ground-truth caption carries the answer into the query; docs/shifts/mlvp.md)")
     sources = query_sources(test_pairs, main_objects, query)
     q: dict[str, torch.Tensor] = {}
     texts = [(p, generated_caption(main_objects, p.video_id)) for p in test_pairs
