@@ -236,7 +236,7 @@ def robustness_markdown(rob, df) -> str:
 
 def _gain_cost_points(df, comps: dict, against: str):
     """Per (data, task, scenario, model, configuration): the paired gain over ``against`` averaged over all its
-    paired cells, each weighing the same (the "mean Δ" of the win/tie/loss table: one mean everywhere), and its
+    paired cells, each weighing the same (the "pooled Δ" of the win/tie/loss table: one mean everywhere), and its
     ms/query over ``against``'s."""
     import pandas as pd
 

@@ -135,7 +135,7 @@ def severity_curves(df: pd.DataFrame, out: Path, title: str, metric: str = "R@1"
 def gain_cost_plot(points: pd.DataFrame, out: Path, title: str, metric: str = "R@1",
                    against: str = "source") -> Path | None:
     """One point per (backbone, adapter): x = its ms/query over ``against``'s, y = the paired ``metric`` gain over
-    ``against`` (mean over all its paired cells, clean included: the win/tie/loss table's mean Δ) with its 95 %
+    ``against`` (mean over all its paired cells, clean included: the win/tie/loss table's pooled Δ) with its 95 %
     interval as an error bar. ``points`` has columns model, config,
     cost_ratio, gain, low, high."""
     points = points.dropna(subset=["cost_ratio", "gain"])
