@@ -23,8 +23,8 @@ from tests.run.test_reliability import _position
 from tta.results import read_query_ranks
 
 ROOT = Path(__file__).resolve().parents[2]
-# 4 jobs: HAT-VTR under 3 shifts (gaussian in batches of 2: 20 batches, the one preempted) and one that cannot work
-SWEEP = ["adapter=hatvtr", "shift=gaussian,fog,clean,style_transfer", "batch_size=2", "checkpoint_every=1",
+# 4 jobs: HAT-VTR under 3 shifts (gaussian one query a batch: 40 batches, the one preempted) and one that cannot work
+SWEEP = ["adapter=hatvtr", "shift=gaussian,fog,clean,style_transfer", "batch_size=1", "checkpoint_every=1",
          "loader_workers=1", "print_config=false"]
 # what a node without GPUs, 2 cores and a few GiB takes; launch/README.md shows a real cluster's values
 LAUNCHER = ["hydra/launcher=slurm", "hydra.launcher.partition=debug", "hydra.launcher.gpus_per_node=null",
@@ -75,7 +75,7 @@ def test_a_slurm_array_with_a_preempted_and_a_failing_job(slurm_cluster, tiny_ca
 
     started = time.time()
     proc = _sweep(tiny_cache, sweep_dir)
-    job = sweep_dir / "adapter=hatvtr,batch_size=2,checkpoint_every=1,shift=gaussian"  # job 0 of the array
+    job = sweep_dir / "adapter=hatvtr,batch_size=1,checkpoint_every=1,shift=gaussian"  # job 0 of the array
     deadline, requeued_at = time.time() + 600, -1
     while time.time() < deadline and proc.poll() is None:
         if (pos := _position(job / "resume.pt")) >= 3 and (jid := _job_id(sweep_dir, 0)) is not None:
