@@ -9,6 +9,8 @@ if [ "${1:-}" = "--stop" ]; then
   dir="${2:-/tmp/tta-slurm}"
   # this cluster's jobs first (their step daemons outlive slurmd), then the daemons; SIGKILL what lingers
   SLURM_CONF="$dir/slurm.conf" timeout 20 scancel --full --quiet --user "$(id -un)" 2>/dev/null || true
+  for _ in $(seq 40); do  # until their steps are gone, or 20 s
+    [ -z "$(SLURM_CONF="$dir/slurm.conf" timeout 5 squeue -h 2>/dev/null)" ] && break; sleep 0.5; done
   pids=""
   for f in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do [ -f "$f" ] && pids="$pids $(cat "$f")"; done
   [ -n "$pids" ] && kill $pids 2>/dev/null || true
