@@ -26,7 +26,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,16 +37,10 @@ METHODS = ("tent", "read", "sar", "eata", "tcr", "hsm", "qbnorm", "dsl", "hatvtr
 
 
 def machine() -> str:
-    """The CPU model and core count (and the GPU, if one is used), for the rows and the page."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
+    """The CPU model and core count, for the rows and the page (the run record's own device naming)."""
+    from tta.results.environment import device_name
+
+    return f"{device_name('cpu')['name']}, {os.cpu_count()} cores"
 
 
 def pin(core: int | None) -> str:
