@@ -112,7 +112,8 @@ def test_installed_wheel_runs_outside_the_repository(installed_venv, tiny_cache,
     typo = subprocess.run([str(script), "adapter=hatvrt"], cwd=away, capture_output=True, text=True, timeout=120,
                           env=_clean_env())
     assert typo.returncode == 2, typo.stderr[-3000:]
-    assert typo.stderr.startswith("error: In 'run': Could not find 'adapter/hatvrt'; the options in 'adapter'")
+    assert typo.stderr.startswith("error: In 'run': Could not find 'adapter/hatvrt'; did you mean adapter=hatvtr? "
+                                "the options in 'adapter'")
     installed = json.loads((away / "run" / "results.json").read_text())
     in_repo = run(compose("run", overrides), tmp_path / "repo")
     assert installed["retrieval"]["R@1"] == in_repo["retrieval"]["R@1"]

@@ -119,13 +119,8 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
     hubness = hubness_tables(df)
     for t in (*tables, *by_severity, *by_category, *hubness):  # where each table's runs come from, printed under it (results.json "provenance")
         t.provenance = table_provenance(df, t.title)
-    for name, group in (("tables", tables), ("comparisons", comparisons), ("severity_tables", by_severity),
-                        ("categories", by_category), ("hubness", hubness)):
-        if not group:
-            continue
-        (out / f"{name}.md").write_text("\n\n".join(_with_provenance(t) for t in group) + "\n")
-        (out / f"{name}.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in group))
-        (out / f"{name}.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in group) + "\n")
+    _write_tables(out, {"tables": tables, "comparisons": comparisons, "severity_tables": by_severity,
+                        "categories": by_category, "hubness": hubness})
     rob_head, rob_md, rob, notes = _robustness(df, out, compared, robustness, reference, groups)
     figures = _figures(df, out, compared, paired, metric)
     if rows:
@@ -142,6 +137,16 @@ def build_report(sweep: str | Path | list, out: str | Path | None = None, metric
             "comparisons": comparisons, "robustness": rob,
             "figures": [f[2] for f in figures], "html": out / "index.html", "failures": failures, "runs": df,
             "summary": summary}
+
+
+def _write_tables(out: Path, groups: dict[str, list]) -> None:
+    """<name>.md / .csv / .tex of each non-empty group of tables."""
+    for name, group in groups.items():
+        if not group:
+            continue
+        (out / f"{name}.md").write_text("\n\n".join(_with_provenance(t) for t in group) + "\n")
+        (out / f"{name}.csv").write_text("\n".join(f"# {t.title}\n{t.to_csv()}" for t in group))
+        (out / f"{name}.tex").write_text("\n\n".join(f"% {t.title}\n{t.to_latex()}" for t in group) + "\n")
 
 
 def _robustness(df, out: Path, compared: dict, robustness: str, reference: str, groups: str):

@@ -193,7 +193,7 @@ def test_strict_reproduction_switches(env_v2t):
     stream(adapter, env_v2t.batches[:1])
     assert adapter.hsm.bank.capacity == max(1, int(0.1 * env_v2t.gallery.shape[0]))
     tiny = make_adapter(env_v2t, "hatvtr", "adapter.method.strict_reproduction=true")
-    small = [{k: v[:2] for k, v in env_v2t.batches[0].items()}]
+    small = [{k: v[:2] if hasattr(v, "__getitem__") else v for k, v in env_v2t.batches[0].items()}]  # load_s: float
     with pytest.raises(RuntimeError, match="reliable memory is empty"):  # the code fails on a first batch of 2
         stream(tiny, small)
 
