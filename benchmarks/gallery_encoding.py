@@ -29,12 +29,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tta.data.cache import FrameCache  # noqa: E402
-from tta.data.module import RetrievalDataModule, loader_workers  # noqa: E402
+from tta.data.module import RetrievalDataModule  # noqa: E402
 from tta.data.registry import load_pairs  # noqa: E402
 from tta.media.transforms import clip_transform  # noqa: E402
 from tta.models.encode import EncodeSetting, PathClips, encode_videos  # noqa: E402
 from tta.scenario import Scenario  # noqa: E402
 from tta.sharding import gallery_ranks  # noqa: E402
+from tta.stages import data_settings  # noqa: E402
 from tta.utils.config import compose  # noqa: E402
 from tta.utils.paths import cache_root  # noqa: E402
 
@@ -76,9 +77,10 @@ def sharded_setup(cfg_overrides: list[str], cache: Path, scratch: Path, ranks: i
     cfg = compose("run", [*cfg_overrides, f"paths.cache_dir={run_cache}", f"trainer.devices={ranks}",
                           f"trainer.strategy={'ddp' if ranks > 1 else 'auto'}"])
     scenario = Scenario.from_config(cfg)
-    data = RetrievalDataModule(cfg, scenario.shifts, scenario.load_model(cfg, run_cache), run_cache)
+    settings = data_settings(cfg)
+    data = RetrievalDataModule(cfg.data, settings, scenario.shifts, scenario.load_model(cfg, run_cache), run_cache)
     start = time.perf_counter()
-    with gallery_ranks(cfg):
+    with gallery_ranks(cfg, settings):
         data.setup("test")
     return time.perf_counter() - start
 
@@ -119,7 +121,7 @@ def main() -> None:
     cache = cache_root(cfg.paths.cache_dir)
     model = Scenario.from_config(cfg).load_model(cfg, cache).eval()
     paths = [p.video_path for p in load_pairs(cfg.data, "test", cache)[: args.n]]
-    workers = loader_workers(cfg)
+    workers = data_settings(cfg).workers
     print(f"{len(paths)} gallery videos, {cfg.data.num_frames} frames, model {cfg.model.name} ({cfg.model.arch}), "
           f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
           f"loader_workers={workers}, load average {os.getloadavg()[0]:.1f}, fastest of {args.repeat}")

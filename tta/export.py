@@ -17,12 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.features import FeatureSet, write_features
 from tta.data.gallery import weights_digest
-from tta.data.module import RetrievalDataModule, loader_workers
+from tta.data.module import RetrievalDataModule
 from tta.data.stream import VideoItems
 from tta.models.encode import EncodeSetting, encode_texts, encode_videos
 from tta.scenario import Scenario
 from tta.sharding import gallery_ranks
-from tta.stages import check_precision
+from tta.stages import check_precision, data_settings
 from tta.utils.cli import exit_on_user_error, hydra_cli
 from tta.utils.config_rules import validate_config
 from tta.utils.paths import cache_root
@@ -42,10 +42,11 @@ def export(cfg: DictConfig, out: str | Path) -> Path:
     cache = cache_root(cfg.paths.cache_dir)
     scenario = Scenario.from_config(cfg)
     model = scenario.load_model(cfg, cache)
-    data = RetrievalDataModule(cfg, scenario.shifts, model, cache)
-    with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
+    settings = data_settings(cfg)
+    data = RetrievalDataModule(cfg.data, settings, scenario.shifts, model, cache)
+    with gallery_ranks(cfg, settings):  # trainer.devices=N: the gallery in N shards, one per process
         data.setup("test")
-    setting = EncodeSetting.of_trainer(cfg.trainer, loader_workers(cfg))
+    setting = settings.gallery.encode_setting()
     queries = torch.stack([encode_segment(model, items, setting, int(cfg.batch_size))
                            for items in data.query_segments()])
     meta = {"config": OmegaConf.to_container(cfg, resolve=True), "head": model.head_name,

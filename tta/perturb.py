@@ -135,13 +135,18 @@ def _check_fill(cfg: DictConfig, shift: ShiftSpec, uses_store: bool) -> None:
         raise ValueError("format=none fills the motion store, which shift.motion_store=false turns off")
 
 
+def _frame_cache(cfg: DictConfig, cache: Path) -> FrameCache:
+    """The run's frame cache (``data.num_frames``, ``inputs.max_side``): a copy holds the frames a run perturbs."""
+    return run_frame_cache(cache, cfg.data.num_frames, (cfg.get("inputs") or {}).get("max_side"))
+
+
 def fill_motion_store(cfg: DictConfig, shift: ShiftSpec, pairs: list, cache: Path) -> Path:
     """``format=none``: run the flow blurs over the split only to fill the motion store (nothing else is written),
     so that the jobs of a sweep started together all find each clip's flow; return the store's directory."""
     plan = shift.plan([p.video_id for p in pairs])
     todo = [i for i, (_, name, _) in enumerate(plan) if name in FLOW_BLURS]
     _check_fill(cfg, shift, bool(todo))
-    frames = run_frame_cache(cfg, cache)
+    frames = _frame_cache(cfg, cache)
     _add_resources(cfg, shift, set(FLOW_BLURS), pairs, frames, cache, {})
     _JOB.update(shift=shift, pairs=pairs, frames=frames, out=None, format="none", size=None)
     _run_items(todo, max(1, int(cfg.workers)), f"motion store ({shift.name})")
@@ -182,7 +187,7 @@ def perturb(cfg: DictConfig) -> Path:
         captions = [[p.video_id, shift.text(p.caption, p.caption_id or p.video_id)] for p in pairs]
         atomic_write_json(out / "captions.json", captions)
     else:
-        frames = run_frame_cache(cfg, cache)
+        frames = _frame_cache(cfg, cache)
         size = None
         if cfg.format == "pt":
             from tta.models.factory import tower_config

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tta.data.stream import ShiftSpec
 from tta.models.retrieval import RetrievalModel
-from tta.shifts import shift_device
+from tta.shifts import resolve_shift_device
 from tta.shifts.video.mixed import is_mixed
 from tta.utils.config import compose
 
@@ -124,9 +124,12 @@ def stream_shifts(cfg: DictConfig, query_side: str) -> list[ShiftSpec]:
         specs = [_checked(configured_shift(cfg, "shift"))]
     else:
         specs = [_stream_entry(entry, cfg, query_side) for entry in stream]
-    from tta.data.module import loader_workers
+    from tta.data.workers import loader_workers
 
-    device = str(shift_device(cfg, loader_workers(cfg)))
+    setting = str((cfg.get("shift") or {}).get("device", "auto"))
+    accelerator = str((cfg.get("trainer") or {}).get("accelerator", "auto"))
+    workers = loader_workers(cfg.get("loader_workers", 0), setting, accelerator)
+    device = str(resolve_shift_device(setting, accelerator, workers))
     return [dataclasses.replace(s, device=device) for s in specs]
 
 

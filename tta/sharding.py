@@ -35,9 +35,10 @@ def num_ranks(cfg: DictConfig) -> int:
 
 
 @contextlib.contextmanager
-def gallery_ranks(cfg: DictConfig) -> Iterator[None]:
+def gallery_ranks(cfg: DictConfig, settings) -> Iterator[None]:
     """Inside the block this process is rank 0 of a group of :func:`num_ranks` processes (nothing happens for
-    one); the helpers set up the same data stages, so the block must set them up exactly once."""
+    one); the helpers set up the same data stages (``settings``: their :class:`tta.data.settings.DataSettings`),
+    so the block must set them up exactly once."""
     world = num_ranks(cfg)
     if world == 1:
         yield
@@ -48,8 +49,8 @@ def gallery_ranks(cfg: DictConfig) -> Iterator[None]:
     backend = "nccl" if torch.device(_device(cfg)).type == "cuda" else "gloo"
     address = f"tcp://127.0.0.1:{_free_port()}"
     container = OmegaConf.to_container(cfg, resolve=True)
-    helpers = mp.start_processes(_helper, args=(container, address, world, backend), nprocs=world - 1, join=False,
-                                 start_method="spawn")
+    helpers = mp.start_processes(_helper, args=(container, settings, address, world, backend), nprocs=world - 1,
+                                 join=False, start_method="spawn")
     _join_group(helpers, backend, address, world)
     log.info("gallery encoded by %d processes (%s)", world, backend)
     try:
@@ -95,7 +96,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _helper(index: int, container: dict, address: str, world: int, backend: str) -> None:
+def _helper(index: int, container: dict, settings, address: str, world: int, backend: str) -> None:
     """Rank ``index + 1``: set up the run's data stages (its gallery shard goes to rank 0), then leave."""
     import torch.distributed as dist
 
@@ -111,6 +112,8 @@ def _helper(index: int, container: dict, address: str, world: int, backend: str)
     try:
         cache = cache_root(cfg.paths.cache_dir)
         scenario = Scenario.from_config(cfg)
-        RetrievalDataModule(cfg, scenario.shifts, scenario.load_model(cfg, cache), cache).setup("test")
+        model = scenario.load_model(cfg, cache)
+        RetrievalDataModule(cfg.data, settings, scenario.shifts, model, cache,
+                            gallery_shift=scenario.gallery_shift).setup("test")
     finally:
         dist.destroy_process_group()

@@ -103,9 +103,11 @@ def dataset_stages(cfg: DictConfig, scenario, cache: Path, start_batch: int) -> 
                           list(cfg.get("embedded_recipe") or []))
     with setup_progress(stages):
         model = scenario.load_model(cfg, cache)
-        data = RetrievalDataModule(cfg, scenario.shifts, model, cache, start_batch, scenario.gallery_shift)
+        settings = data_settings(cfg)
+        data = RetrievalDataModule(cfg.data, settings, scenario.shifts, model, cache, start_batch,
+                                   scenario.gallery_shift)
         log.info("video decoder: %s", video_decoder())
-        with gallery_ranks(cfg):  # trainer.devices=N: the gallery in N shards, one per process
+        with gallery_ranks(cfg, settings):  # trainer.devices=N: the gallery in N shards, one per process
             data.setup("test")
     return DataStages(model, data, weights_digest(model)[:16])
 
@@ -114,7 +116,7 @@ def feature_stages(cfg: DictConfig, scenario, cache: Path, start_batch: int) -> 
     """Exported features' stages (``data=features``): the file's layout, gallery and query features."""
     from tta.data.features import FeatureDataModule
 
-    data = FeatureDataModule(cfg, scenario.shifts, start_batch)
+    data = FeatureDataModule(cfg.data.features, str(cfg.task), int(cfg.batch_size), scenario.shifts, start_batch)
     return DataStages(data.model, data, data.features.meta.get("source_weights"))
 
 
@@ -123,13 +125,37 @@ def features_config(cfg: DictConfig) -> DictConfig:
     encoders."""
     from omegaconf import open_dict
 
-    from tta.data.features import check_feature_adapter, features_run_config
+    from tta.data.features import check_feature_adapter, exported_config
 
-    cfg = features_run_config(cfg, typed_overrides())
-    check_feature_adapter(cfg)
-    with open_dict(cfg):  # the exporting run's data config, read from the file
+    path = str(cfg.data.get("path") or "")
+    exported = exported_config(cfg.data, typed_overrides())
+    cfg = cfg.copy()
+    with open_dict(cfg):  # the exporting run's keys replace this run's (whole nodes, not merged)
+        for key, value in exported.items():
+            cfg[key] = value
+        cfg.data.features = path
         cfg.data._target_ = "tta.stages.feature_stages"
+    check_feature_adapter(cfg.adapter, bool((cfg.get("comp_probe") or {}).get("enabled")))
     return cfg
+
+
+def data_settings(cfg: DictConfig):
+    """What the data stages read from the run's config besides ``data`` (:class:`tta.data.settings.DataSettings`)."""
+    from tta.data.settings import DataSettings, GallerySettings, InputSettings
+    from tta.data.shift_resources import motion_store_enabled
+    from tta.data.workers import loader_workers
+
+    shift, trainer, inputs = cfg.get("shift") or {}, cfg.trainer, cfg.get("inputs") or {}
+    workers = loader_workers(cfg.get("loader_workers", 0), shift.get("device", "auto"), trainer.get("accelerator", "auto"))
+    devices = trainer.get("devices")
+    gallery = GallerySettings(OmegaConf.to_container(cfg.data, resolve=True), str(cfg.model.checkpoint),
+                              str(trainer.get("accelerator", "auto")),
+                              OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices,
+                              str(trainer.get("precision", "32-true")), workers)
+    return DataSettings(str(cfg.task), int(cfg.batch_size), int(cfg.hubness.k), workers, gallery,
+                        InputSettings(inputs.get("on_bad", "skip"), inputs.get("duplicates", "error"),
+                                      int(inputs.get("min_frames", 1)), inputs.get("max_side")),
+                        shift.get("from_copy"), motion_store_enabled(shift))
 
 
 def typed_overrides() -> list[str]:

@@ -22,6 +22,7 @@ from tta.data.gallery import encode_gallery
 from tta.data.registry import load_pairs
 from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
 from tta.models.retrieval import RetrievalModel
+from tta.stages import data_settings
 from tta.synth.zoo import load_model
 from tta.utils.config import compose
 from tta.utils.paths import cache_root
@@ -49,7 +50,7 @@ def build_env(cache: Path, model: str, task: str, batch_sizes: tuple[int, ...] =
     pairs = load_pairs(cfg.data, "test", root)
     frames = FrameCache(root / "frames", cfg.data.num_frames)
     spec = ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed))
-    gallery = encode_gallery(net, pairs, cfg, spec, frames, root)
+    gallery = encode_gallery(net, pairs, task, data_settings(cfg).gallery, spec, frames, root)
     if task == "v2t":
         items = VideoItems(pairs, frames, net.image_size, spec if spec.kind == "video" else ShiftSpec())
     else:

@@ -66,10 +66,10 @@ def test_only_gradient_free_adapters_run_on_features(adapter):
     cls = import_target(cfg.adapter.method._target_)
     assert issubclass(cls, OnlineAdapter)
     if adapter in ("source", "hsm", "qbnorm", "dsl"):
-        check_feature_adapter(cfg)
+        check_feature_adapter(cfg.adapter)
     else:
         with pytest.raises(ValueError, match=f"adapter={adapter} needs the model's encoders"):
-            check_feature_adapter(cfg)
+            check_feature_adapter(cfg.adapter)
 
 
 def _blocks(res: dict) -> dict:

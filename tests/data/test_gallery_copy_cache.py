@@ -8,15 +8,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 import tta.data.gallery as gallery
 from tests.fixtures import TINY_FRAMES, synthetic_pairs, tiny_model
 from tta.data.cache import FrameCache
+from tta.data.settings import GallerySettings
 from tta.data.stream import PerturbedCopy, ShiftSpec
 
-CFG = OmegaConf.create({"data": {"name": "synth", "num_frames": TINY_FRAMES}, "task": "t2v", "loader_workers": 0,
-                        "trainer": {"accelerator": "cpu", "precision": "32-true"}, "model": {"checkpoint": "auto"}})
+DATA = {"name": "synth", "num_frames": TINY_FRAMES}
+SETTINGS = GallerySettings(DATA, checkpoint="auto", accelerator="cpu")
 SHIFT = ShiftSpec("gaussian", 5, 42)
 
 
@@ -34,20 +34,20 @@ def test_from_copy_gallery_is_cached_and_read_back(tmp_path, monkeypatch):
     pairs = [SimpleNamespace(video_id=f"v{i}", caption=f"c {i}", caption_id=f"c{i}", video_path=None) for i in range(5)]
     copy = _write_copy(tmp_path / "copy", pairs)
     frames = FrameCache(tmp_path / "frames", TINY_FRAMES)
-    first = gallery.encode_gallery(model, pairs, CFG, SHIFT, frames, tmp_path / "cache", copy)
+    first = gallery.encode_gallery(model, pairs, "t2v", SETTINGS, SHIFT, frames, tmp_path / "cache", copy)
     assert len(list((tmp_path / "cache" / "gallery").glob("video-*.pt"))) == 1
 
     def refuse(*args, **kwargs):
         raise AssertionError("the cached copy gallery was encoded again")
 
     monkeypatch.setattr(gallery, "encode_videos", refuse)
-    again = gallery.encode_gallery(model, pairs, CFG, SHIFT, frames, tmp_path / "cache", copy)
+    again = gallery.encode_gallery(model, pairs, "t2v", SETTINGS, SHIFT, frames, tmp_path / "cache", copy)
     assert torch.equal(first, again)
     resumed = _write_copy(tmp_path / "copy", pairs, written=0)  # tta.perturb resumed: same copy, other counts
-    assert torch.equal(gallery.encode_gallery(model, pairs, CFG, SHIFT, frames, tmp_path / "cache", resumed), first)
+    assert torch.equal(gallery.encode_gallery(model, pairs, "t2v", SETTINGS, SHIFT, frames, tmp_path / "cache", resumed), first)
     other = _write_copy(tmp_path / "other", pairs, source="/elsewhere")
     with pytest.raises(AssertionError, match="encoded again"):
-        gallery.encode_gallery(model, pairs, CFG, SHIFT, frames, tmp_path / "cache", other)
+        gallery.encode_gallery(model, pairs, "t2v", SETTINGS, SHIFT, frames, tmp_path / "cache", other)
 
 
 def test_copy_with_model_chosen_donors_is_never_cached(tmp_path):
@@ -55,7 +55,7 @@ def test_copy_with_model_chosen_donors_is_never_cached(tmp_path):
     pairs = [SimpleNamespace(video_id=f"v{i}", caption=f"c {i}", caption_id=f"c{i}", video_path=None) for i in range(3)]
     copy = _write_copy(tmp_path / "copy", pairs, donor_pool={"size": 10, "model": "clip4clip"})
     assert gallery.copy_identity(copy) is None
-    gallery.encode_gallery(model, pairs, CFG, SHIFT, FrameCache(None, TINY_FRAMES), tmp_path / "cache", copy)
+    gallery.encode_gallery(model, pairs, "t2v", SETTINGS, SHIFT, FrameCache(None, TINY_FRAMES), tmp_path / "cache", copy)
     assert not list((tmp_path / "cache").rglob("*.pt"))
 
 
@@ -63,8 +63,8 @@ def test_copy_precision_and_device_enter_the_key(tmp_path):
     model = tiny_model()
     pairs = [SimpleNamespace(video_id=f"v{i}", caption=f"c {i}", caption_id=f"c{i}") for i in range(3)]
     copy = _write_copy(tmp_path / "copy", pairs)
-    plain = gallery.gallery_key(model, CFG, "video", SHIFT, pairs)
-    with_copy = gallery.gallery_key(model, CFG, "video", SHIFT, pairs, copy)
-    bf16 = gallery.gallery_key(model, CFG, "video", SHIFT, pairs, copy, gallery.EncodeSetting("cpu", "bf16-mixed"))
+    plain = gallery.gallery_key(model, DATA, "video", SHIFT, pairs)
+    with_copy = gallery.gallery_key(model, DATA, "video", SHIFT, pairs, copy)
+    bf16 = gallery.gallery_key(model, DATA, "video", SHIFT, pairs, copy, gallery.EncodeSetting("cpu", "bf16-mixed"))
     assert len({plain, with_copy, bf16}) == 3
-    assert gallery.gallery_key(model, CFG, "video", SHIFT, pairs, setting=gallery.EncodeSetting("cpu", "32")) == plain
+    assert gallery.gallery_key(model, DATA, "video", SHIFT, pairs, setting=gallery.EncodeSetting("cpu", "32")) == plain

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from tta.data.gallery import gallery_key, weights_digest
 from tta.data.stream import ShiftSpec
 
-CFG = OmegaConf.create({"data": {"name": "synth", "n_test": 4}})
+DATA = OmegaConf.create({"name": "synth", "n_test": 4})
 PAIRS = [SimpleNamespace(video_id=f"v{i}", caption_id=f"c{i}", caption=f"caption {i}") for i in range(4)]
 
 
@@ -36,13 +36,13 @@ def test_one_element_between_the_old_samples_changes_the_key():
     before = a.state_dict()[name]
     assert torch.equal(before.flatten()[::stride], weight.flatten()[::stride]) and not torch.equal(before, weight)
     assert weights_digest(a) != weights_digest(b)
-    assert gallery_key(a, CFG, "video", ShiftSpec(), PAIRS) != gallery_key(b, CFG, "video", ShiftSpec(), PAIRS)
+    assert gallery_key(a, DATA, "video", ShiftSpec(), PAIRS) != gallery_key(b, DATA, "video", ShiftSpec(), PAIRS)
 
 
 def test_key_is_stable_for_the_same_weights():
     a, b = tiny_model(seed=0), tiny_model(seed=0)
     assert weights_digest(a) == weights_digest(b) == weights_digest(a)
-    assert gallery_key(a, CFG, "text", ShiftSpec(), PAIRS) == gallery_key(b, CFG, "text", ShiftSpec(), PAIRS)
+    assert gallery_key(a, DATA, "text", ShiftSpec(), PAIRS) == gallery_key(b, DATA, "text", ShiftSpec(), PAIRS)
     assert weights_digest(tiny_model(seed=1)) != weights_digest(a)
 
 
@@ -62,13 +62,38 @@ def test_dtype_shape_and_name_enter_the_digest():
     assert len(weights_digest(bf16)) == len(weights_digest(scalar)) == 40
 
 
-def test_the_split_key_names_no_new_test_gallery():
-    """``data.split: test`` keeps the keys written before the key existed; another split's items give other keys."""
+def test_the_items_not_the_split_key_name_the_gallery():
+    """Spelling ``data.split: test`` out shares the default's gallery; another split's items give other keys."""
     model = tiny_model()
-    with_split = OmegaConf.create({"data": {"name": "synth", "n_test": 4, "split": "test"}})
-    assert gallery_key(model, with_split, "video", ShiftSpec(), PAIRS) == gallery_key(model, CFG, "video", ShiftSpec(),
-                                                                                       PAIRS)
-    val = OmegaConf.create({"data": {"name": "synth", "n_test": 4, "split": "val"}})
+    with_split = OmegaConf.create({"name": "synth", "n_test": 4, "split": "test"})
+    assert gallery_key(model, with_split, "video", ShiftSpec(), PAIRS) == gallery_key(model, DATA, "video",
+                                                                                       ShiftSpec(), PAIRS)
+    val = OmegaConf.create({"name": "synth", "n_test": 4, "split": "val"})
     val_pairs = [SimpleNamespace(video_id=f"w{i}", caption_id=f"d{i}", caption=f"other {i}") for i in range(4)]
-    assert gallery_key(model, val, "video", ShiftSpec(), val_pairs) != gallery_key(model, CFG, "video", ShiftSpec(),
+    assert gallery_key(model, val, "video", ShiftSpec(), val_pairs) != gallery_key(model, DATA, "video", ShiftSpec(),
                                                                                     PAIRS)
+
+
+def test_the_key_version_and_everything_a_gallery_depends_on_enter_the_key(monkeypatch):
+    """A new :data:`GALLERY_KEY_VERSION` gives every gallery a new key (old entries are encoded again); the shift's
+    options and device, the device type and the precision each give another key, a clean gallery ignores the
+    shift's options and device."""
+    from dataclasses import replace
+
+    import tta.data.gallery as gallery
+    from tta.models.encode import EncodeSetting
+
+    model = tiny_model()
+    shifted = ShiftSpec("gaussian", 3, 0)
+
+    def key(shift=shifted, setting=gallery.ON_CPU) -> str:
+        return gallery_key(model, DATA, "video", shift, PAIRS, setting=setting)
+
+    plain = key()
+    variants = [key(replace(shifted, options=(("sigma", 0.1),))), key(replace(shifted, device="cuda")),
+                key(setting=EncodeSetting("cpu", "bf16-mixed")), key(setting=EncodeSetting("cuda:0", "32-true"))]
+    assert len({plain, *variants}) == 5
+    clean = ShiftSpec()
+    assert key(clean) == key(replace(clean, options=(("sigma", 0.1),), device="cuda"))
+    monkeypatch.setattr(gallery, "GALLERY_KEY_VERSION", gallery.GALLERY_KEY_VERSION + 1)
+    assert key() != plain

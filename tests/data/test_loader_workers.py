@@ -6,31 +6,26 @@ import time
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from tests.conftest import tiny_overrides
-from tta.data.module import loader_workers
 from tta.data.screen import BadInputError
+from tta.data.workers import loader_workers
 from tta.run import run
 from tta.utils.config import compose
 
 
-def _cfg(**kw):
-    return OmegaConf.create({"shift": {"device": "cpu"}, "trainer": {"accelerator": "cpu"}, **kw})
-
-
 def test_loader_workers_resolution(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
-    assert loader_workers(_cfg(loader_workers="auto")) == 4
+    assert loader_workers("auto", "cpu", "cpu") == 4
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
-    assert loader_workers(_cfg(loader_workers="auto")) == 2
+    assert loader_workers("auto", "cpu", "cpu") == 2
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(4)))
-    assert loader_workers(_cfg(loader_workers="auto")) == 3
+    assert loader_workers("auto", "cpu", "cpu") == 3
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
-    assert loader_workers(_cfg(loader_workers="auto")) == 0
-    assert loader_workers(_cfg(loader_workers=3)) == 3
+    assert loader_workers("auto", "cpu", "cpu") == 0
+    assert loader_workers(3, "cpu", "cpu") == 3
     with pytest.raises(BadInputError, match="loader_workers must be auto or a whole number"):
-        loader_workers(_cfg(loader_workers=-1))
+        loader_workers(-1, "cpu", "cpu")
 
 
 def _scores(cache, out, workers: int, *extra: str) -> tuple[dict, torch.Tensor]:
@@ -71,7 +66,7 @@ def test_shift_device_resolution():
     assert resolve_shift_device("auto", "auto", workers=0).type == gpu
     assert resolve_shift_device("auto", "auto", workers=2).type == "cpu"  # workers perturb on their CPUs
     with pytest.raises(BadInputError, match="shift.device must be one of"):
-        loader_workers(OmegaConf.create({"loader_workers": 2, "shift": {"device": "gpu"}}))
+        loader_workers(2, "gpu")
 
 
 @pytest.mark.parametrize("workers", [0, 2])

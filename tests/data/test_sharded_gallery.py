@@ -10,6 +10,7 @@ from tests.conftest import tiny_overrides
 from tta.data.module import RetrievalDataModule
 from tta.scenario import Scenario
 from tta.sharding import gallery_ranks
+from tta.stages import data_settings
 from tta.utils.config import compose
 from tta.utils.paths import cache_root
 
@@ -23,8 +24,9 @@ def _gallery(tiny_cache, cache, *overrides) -> torch.Tensor:
     cfg = compose("run", tiny_overrides(cache, "loader_workers=0", *overrides))
     root = cache_root(cfg.paths.cache_dir)
     scenario = Scenario.from_config(cfg)
-    data = RetrievalDataModule(cfg, scenario.shifts, scenario.load_model(cfg, root), root)
-    with gallery_ranks(cfg):
+    settings = data_settings(cfg)
+    data = RetrievalDataModule(cfg.data, settings, scenario.shifts, scenario.load_model(cfg, root), root)
+    with gallery_ranks(cfg, settings):
         data.setup("test")
     assert len(list((root / "gallery").glob("*.pt"))) == 1  # rank 0 cached it, once
     return data.gallery
@@ -45,5 +47,5 @@ def test_a_helper_that_fails_to_start_is_reported_at_once(tmp_path):
     cfg = compose("run", [f"paths.cache_dir={tmp_path}", "trainer.devices=2", "trainer.accelerator=cpu",
                           f"model.checkpoint={tmp_path / 'absent.pt'}"])
     with pytest.raises(Exception, match="absent.pt"):  # the helper's error, not a wait for the group's timeout
-        with gallery_ranks(cfg):
+        with gallery_ranks(cfg, data_settings(cfg)):
             pass

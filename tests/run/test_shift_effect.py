@@ -85,7 +85,7 @@ def _gallery_file(cache, *overrides):
     scenario = Scenario.from_config(cfg)
     model = scenario.load_model(cfg, cache)
     pairs = load_pairs(cfg.data, "test", cache)  # the tiny test split: every pair usable, one caption per video
-    return cache / "gallery" / f"video-{gallery_key(model, cfg, 'video', scenario.gallery_shift, pairs)}.pt"
+    return cache / "gallery" / f"video-{gallery_key(model, cfg.data, 'video', scenario.gallery_shift, pairs)}.pt"
 
 
 def test_gallery_shift_perturbs_the_gallery_once_under_its_own_key(tiny_cache, tmp_path):

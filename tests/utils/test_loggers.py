@@ -59,9 +59,9 @@ def test_csv_and_tensorboard_loggers_both_get_every_batch_and_the_final_metrics(
     assert prov["git"] == {"commit": head, "dirty": dirty}
     assert prov["device"]["type"] == "cpu" and prov["precision"] == "32-true" and prov["threads"] >= 1
     assert prov["started"] <= prov["finished"] and prov["started"].endswith("+00:00")
-    from tta.data.module import loader_workers
+    from tta.stages import data_settings
 
-    assert prov["loader_workers"] == loader_workers(compose("run", tiny_overrides(tiny_cache)))  # `auto` resolved
+    assert prov["loader_workers"] == data_settings(compose("run", tiny_overrides(tiny_cache))).workers  # `auto` resolved
     assert prov["shift_device"] == "cpu"
 
 

@@ -92,7 +92,7 @@ class FrameCache:
         downscaled video, the size limit."""
         st = os.stat(path)
         blob = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|uniform|{self.num_frames}"
-        if self.oversize(path):  # only a downscaled entry depends on max_side; the others keep their keys
+        if self.oversize(path):  # only a downscaled entry depends on max_side: runs of any max_side share the others
             blob += f"|max{self.max_side}"
         return hashlib.sha1(blob.encode()).hexdigest()
 
@@ -140,11 +140,11 @@ class FrameCache:
         self.get(path)
 
 
-def run_frame_cache(cfg, cache: Path) -> FrameCache:
-    """The frame cache of a run's (or a perturbed copy's) config: ``<cache>/frames``, ``data.num_frames`` frames,
-    downscaled to ``inputs.max_side``. Runs and ``tta.perturb`` share it, so a copy holds the frames a run perturbs
-    and the motion store's links serve both."""
-    return FrameCache(cache / "frames", cfg.data.num_frames, max_side=(cfg.get("inputs") or {}).get("max_side"))
+def run_frame_cache(cache: Path, num_frames: int, max_side: int | None = None) -> FrameCache:
+    """The frame cache of a run or a perturbed copy: ``<cache>/frames``, ``data.num_frames`` frames, downscaled to
+    ``inputs.max_side``. Runs and ``tta.perturb`` share it, so a copy holds the frames a run perturbs and the motion
+    store's links serve both."""
+    return FrameCache(cache / "frames", num_frames, max_side=max_side)
 
 
 def limit_side(frames: torch.Tensor, max_side: int | None) -> torch.Tensor:

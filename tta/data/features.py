@@ -25,7 +25,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
 from tta.data.layout import EvalLayout
@@ -152,13 +152,13 @@ def feature_model(features: FeatureSet) -> FeatureModel:
     return model.eval()
 
 
-def features_run_config(cfg: DictConfig, typed: list[str] | None = None) -> DictConfig:
-    """The config of a ``data=features`` run: the exporting run's :data:`EXPORTED_KEYS`, this run's other keys
-    (adapter, posthoc, seed, batch_size, hubness, ...); ``data.path`` stays in ``data.features``.
+def exported_config(data_cfg: DictConfig, typed: list[str] | None = None) -> dict:
+    """The exporting run's :data:`EXPORTED_KEYS`, read from the features file at ``data.path``: a ``data=features``
+    run takes them over and keeps its other keys (adapter, posthoc, seed, batch_size, hubness, ...).
 
     ``typed``: the command-line overrides; one that sets an exported key is refused (the file decides it).
     """
-    path = str(cfg.data.get("path") or "")
+    path = str(data_cfg.get("path") or "")
     if not path:
         raise ValueError("data=features needs data.path=<features file or dir> written by python -m tta.export")
     clashing = [o for o in typed or [] if o.split("=")[0].lstrip("+~").split(".")[0] in EXPORTED_KEYS
@@ -166,13 +166,8 @@ def features_run_config(cfg: DictConfig, typed: list[str] | None = None) -> Dict
     if clashing:
         raise ValueError(f"data=features takes {', '.join(EXPORTED_KEYS)} from the features file; drop "
                          f"{' '.join(clashing)} (export features for that setting with python -m tta.export)")
-    exported = OmegaConf.create(read_meta(Path(path))["config"])
-    merged = cfg.copy()
-    with open_dict(merged):
-        for key in EXPORTED_KEYS:
-            merged[key] = exported.get(key)
-        merged.data.features = path
-    return merged
+    exported = read_meta(Path(path))["config"]
+    return {key: exported.get(key) for key in EXPORTED_KEYS}
 
 
 def read_meta(path: Path) -> dict:
@@ -180,17 +175,18 @@ def read_meta(path: Path) -> dict:
     return read_features(path).meta
 
 
-def check_feature_adapter(cfg: DictConfig) -> None:
-    """Refuse, before anything is built, an adapter that needs the encoders (any gradient-based method)."""
+def check_feature_adapter(adapter_cfg: DictConfig, comp_probe: bool = False) -> None:
+    """Refuse, before anything is built, an adapter that needs the encoders (any gradient-based method) or the
+    VideoComp probe (``comp_probe.enabled``), which encodes raw inputs."""
     from tta.utils.config import import_target
 
-    cls = import_target(cfg.adapter.method._target_)
+    cls = import_target(adapter_cfg.method._target_)
     hooks = cls.needs_encoders()
     if hooks:
-        raise ValueError(f"adapter={cfg.adapter.name} needs the model's encoders ({', '.join(hooks)}), which "
+        raise ValueError(f"adapter={adapter_cfg.name} needs the model's encoders ({', '.join(hooks)}), which "
                          "data=features does not hold; run it with the dataset (data=<name>), or choose a "
                          "gradient-free method: adapter=source|hsm|qbnorm|dsl, posthoc=qbnorm|dsl")
-    if cfg.get("comp_probe") and cfg.comp_probe.get("enabled"):
+    if comp_probe:
         raise ValueError("comp_probe.enabled=true encodes the probe's videos and captions, which data=features cannot; "
                          "run the probe with the dataset (data=<name>) or set comp_probe.enabled=false")
 
@@ -210,14 +206,22 @@ class FeatureItems(Dataset):
 
 class FeatureDataModule(L.LightningDataModule):
     """The data stages of a ``data=features`` run: the exported layout, gallery and query stream (the same
-    attributes as :class:`tta.data.module.RetrievalDataModule`), and the head as :attr:`model`."""
+    attributes as :class:`tta.data.module.RetrievalDataModule`), and the head as :attr:`model`.
 
-    def __init__(self, cfg: DictConfig, shifts: list, start_batch: int = 0):
+    Args:
+        path: the features file or directory (``data.features``).
+        task: the exporting run's direction.
+        batch_size: queries per stream batch.
+        shifts: the shifts of the stream, in order.
+        start_batch: batches already scored by an interrupted run.
+    """
+
+    def __init__(self, path: str | Path, task: str, batch_size: int, shifts: list, start_batch: int = 0):
         super().__init__()
-        self.cfg, self.shifts, self.start_batch = cfg, shifts, start_batch
-        self.features = read_features(cfg.data.features)
+        self.task, self.batch_size, self.shifts, self.start_batch = task, batch_size, shifts, start_batch
+        self.features = read_features(path)
         if len(self.features.queries) != len(shifts):
-            raise ValueError(f"data.path={cfg.data.features} holds {len(self.features.queries)} stream segment(s) "
+            raise ValueError(f"data.path={path} holds {len(self.features.queries)} stream segment(s) "
                              f"but its config names {len(shifts)} shift(s); export it again with python -m tta.export")
         self.model = feature_model(self.features)
         self.layout, self.report, self.gallery = self.features.layout, self.features.report, self.features.gallery
@@ -235,20 +239,19 @@ class FeatureDataModule(L.LightningDataModule):
 
     @property
     def video_pairs(self) -> list:
-        return self.layout.queries if self.cfg.task == "v2t" else self.layout.gallery
+        return self.layout.queries if self.task == "v2t" else self.layout.gallery
 
     def setup(self, stage: str | None = None) -> None:
         """Everything was read in ``__init__``."""
 
     def test_dataloader(self) -> DataLoader:
         stream = SegmentedStream([FeatureItems(q) for q in self.features.queries])
-        return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.cfg.batch_size,
-                                                                    self.start_batch),
+        return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.batch_size, self.start_batch),
                           collate_fn=SegmentCollate(Collate()))
 
     def num_batches(self) -> int:
         n = len(self.layout.queries)
-        return max(0, len(self.shifts) * -(-n // int(self.cfg.batch_size)) - self.start_batch)
+        return max(0, len(self.shifts) * -(-n // self.batch_size) - self.start_batch)
 
     def source_split(self, train_data: DictConfig):
         def refuse(n: int):

@@ -1,10 +1,10 @@
 """The gallery of a run: encoded once by the source model (no grad) and cached on disk across runs and shifts.
 
 The cache key covers the checkpoint's weights, the dataset config, the side, the gallery's shift (or the identity of
-the perturbed copy it is read from), the items in order and, off the CPU or in mixed precision, the device type and
-precision, so two runs share a gallery only when it would come out the same. Encoding runs on the Trainer's device
-and precision (:class:`tta.models.encode.EncodeSetting`); in a process group of several ranks each rank encodes
-its shard and every rank gets the whole gallery (:func:`tta.models.encode.gather_shards`).
+the perturbed copy it is read from), the items in order, the device type and precision, so two runs share a gallery
+only when it would come out the same. Encoding runs on the Trainer's device and precision
+(:class:`tta.models.encode.EncodeSetting`); in a process group of several ranks each rank encodes its shard and
+every rank gets the whole gallery (:func:`tta.models.encode.gather_shards`).
 """
 
 from __future__ import annotations
@@ -19,19 +19,22 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from tta.data.cache import FrameCache
+from tta.data.settings import GallerySettings
 from tta.data.stream import PerturbedCopy, ShiftSpec, TextItems, VideoItems
-from tta.data.workers import loader_workers
 from tta.models.encode import ON_CPU, EncodeSetting, encode_texts, encode_videos, gather_shards, shard
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import load_cached, save_cached
 
 log = logging.getLogger(__name__)
+#: enters every gallery key: raise it when what a key covers changes, and entries of older versions are not found
+#: (they are encoded again) instead of being read as something else
+GALLERY_KEY_VERSION = 2
 
 
 def weights_digest(model: torch.nn.Module) -> str:
     """Hash of every byte of ``model``'s state dict (names, dtypes, shapes, raw buffers) in sorted name order: two
-    models share it only when their weights are identical. Hashes the buffers in place (about 1.5 GB/s on one core)."""
-    digest = hashlib.sha1(usedforsecurity=False)  # with the CPU's SHA instructions about twice blake2b's speed
+    models share it only when their weights are identical. Hashes the buffers in place, without copies."""
+    digest = hashlib.sha1(usedforsecurity=False)  # SHA-1: the CPU's SHA instructions make it the fastest full hash
     state = model.state_dict()
     for name in sorted(state):
         t = state[name].detach()
@@ -41,21 +44,21 @@ def weights_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def gallery_key(model: RetrievalModel, cfg: DictConfig, side: str, shift: ShiftSpec, pairs,
+def gallery_key(model: RetrievalModel, data_cfg, side: str, shift: ShiftSpec, pairs,
                 copy: PerturbedCopy | None = None, setting: EncodeSetting = ON_CPU) -> str:
-    data = OmegaConf.to_container(cfg.data, resolve=True)
-    data.pop("split", None)  # the items below name the split; test keys stay as they were before the key existed
+    """The cache key of the ``side`` gallery of ``pairs`` (in order) under ``shift`` (or read from ``copy``),
+    encoded by ``model`` as ``setting`` says; ``data_cfg`` is the dataset config."""
+    data = dict(OmegaConf.to_container(data_cfg, resolve=True) if isinstance(data_cfg, DictConfig) else data_cfg)
+    data.pop("split", None)  # the items below already name the split
     ids = (p.video_id if side == "video" else f"{p.caption_id}\t{p.caption}" for p in pairs)  # which items, in order
     items = hashlib.sha1("\n".join(ids).encode()).hexdigest()
-    key = [weights_digest(model), data, side, shift.name, shift.severity, shift.seed, len(pairs), items]
-    if shift.options and shift.name != "clean":  # options change a shifted gallery (clean keys stay as they were)
-        key.append([list(o) for o in shift.options])
-    if shift.device != "cpu" and shift.name != "clean":  # GPU kernels may round 1 grey level apart (CPU keys unchanged)
-        key.append(shift.device)
-    if copy is not None:
-        key.append(["from_copy", copy_identity(copy)])
-    if setting.device != "cpu" or setting.precision not in ("32-true", "32"):  # float32 CPU keys stay as they were
-        key.append([torch.device(setting.device).type, setting.precision])
+    shifted = shift.name != "clean"  # a clean gallery is the same whatever the options and the shifts' device
+    precision = "32-true" if setting.precision == "32" else setting.precision  # two names of one precision
+    key = [GALLERY_KEY_VERSION, weights_digest(model), data, side, shift.name, shift.severity, shift.seed, len(pairs),
+           items, [list(o) for o in shift.options] if shifted else [],
+           shift.device if shifted else "cpu",  # GPU kernels may round 1 grey level apart from the CPU's
+           ["from_copy", copy_identity(copy)] if copy is not None else None,
+           [torch.device(setting.device).type, precision]]
     blob = json.dumps(key, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -70,17 +73,18 @@ def copy_identity(copy: PerturbedCopy) -> str | None:
     return hashlib.sha1(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSpec, frames: FrameCache,
-                   cache: Path, copy: PerturbedCopy | None = None) -> torch.Tensor:
-    """Gallery features by the source model, no grad: (G, D) captions for v2t, (G, T, D) frames for t2v.
+def encode_gallery(model: RetrievalModel, pairs, task: str, settings: GallerySettings, shift: ShiftSpec,
+                   frames: FrameCache, cache: Path, copy: PerturbedCopy | None = None) -> torch.Tensor:
+    """Gallery features of the ``task`` direction by the source model, no grad: (G, D) captions for v2t, (G, T, D)
+    frames for t2v.
 
     ``shift`` applies only when it is of the gallery's modality (a video shift on a t2v gallery).
     """
-    side = "text" if cfg.task == "v2t" else "video"
+    side = "text" if task == "v2t" else "video"
     gshift = shift if shift.kind == side else ShiftSpec()
     gcopy = copy if shift.kind == side else None
-    setting = EncodeSetting.of_trainer(cfg.trainer, loader_workers(cfg) if side == "video" else 0)
-    file = cache / "gallery" / f"{side}-{gallery_key(model, cfg, side, gshift, pairs, gcopy, setting)}.pt"
+    setting = settings.encode_setting(None if side == "video" else 0)
+    file = cache / "gallery" / f"{side}-{gallery_key(model, settings.data, side, gshift, pairs, gcopy, setting)}.pt"
     cacheable = gcopy is None or copy_identity(gcopy) is not None
     if cacheable and (cached := load_cached(file)) is not None:
         return cached
@@ -98,7 +102,7 @@ def encode_gallery(model: RetrievalModel, pairs, cfg: DictConfig, shift: ShiftSp
                               progress="encoding the video gallery")
     if world > 1:
         feats = gather_shards(feats, len(pairs))
-    _check_finite(feats, pairs, side, cfg)
+    _check_finite(feats, pairs, side, settings.checkpoint)
     if rank == 0 and cacheable:
         save_cached(file, feats)
     log.info("encoded the %s gallery (%d items, %s, %s, %d rank(s)) in %.1f s; %s", side, len(pairs), setting.device,
@@ -115,10 +119,10 @@ def process_group() -> tuple[int, int]:
     return 0, 1
 
 
-def _check_finite(feats: torch.Tensor, pairs, side: str, cfg: DictConfig) -> None:
+def _check_finite(feats: torch.Tensor, pairs, side: str, checkpoint: str) -> None:
     bad = (~torch.isfinite(feats.reshape(len(pairs), -1)).all(dim=1)).nonzero().flatten().tolist()
     if bad:
         ids = [pairs[i].video_id if side == "video" else pairs[i].caption_id for i in bad[:5]]
         raise FloatingPointError(f"the source model gives NaN/inf features for {len(bad)} {side} gallery item(s) "
-                                 f"(e.g. {ids}); the checkpoint ({cfg.model.checkpoint}) or these inputs are broken "
+                                 f"(e.g. {ids}); the checkpoint ({checkpoint}) or these inputs are broken "
                                  "- no metric would be valid")

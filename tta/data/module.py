@@ -21,18 +21,18 @@ from tta.data.layout import EvalLayout
 from tta.data.registry import load_pairs
 from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
+from tta.data.settings import DataSettings
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
-from tta.data.workers import loader_workers
-from tta.models.encode import EncodeSetting
 from tta.models.retrieval import RetrievalModel
 from tta.utils.forking import loader_worker_init
 
 
 class RetrievalDataModule(L.LightningDataModule):
-    """The test split of ``cfg.data`` as a clean gallery and a (shifted) query stream.
+    """The test split of ``data_cfg`` as a clean gallery and a (shifted) query stream.
 
     Args:
-        cfg: the run's config (``data``, ``task``, ``inputs``, ``hubness``, ``batch_size``, ``loader_workers``).
+        data_cfg: the run's ``data`` config.
+        settings: what else the stages read from the run's config (:func:`tta.stages.data_settings`).
         shifts: the shifts of the stream, in order (one for the paper's protocol).
         model: the source model (encodes the gallery and the donor pool; tokenises captions).
         cache: the cache root (frames, gallery features, shift resources).
@@ -41,15 +41,16 @@ class RetrievalDataModule(L.LightningDataModule):
             when it is of the gallery's modality, else none.
     """
 
-    def __init__(self, cfg: DictConfig, shifts: list[ShiftSpec], model: RetrievalModel, cache: Path,
-                 start_batch: int = 0, gallery_shift: ShiftSpec | None = None):
+    def __init__(self, data_cfg: DictConfig, settings: DataSettings, shifts: list[ShiftSpec], model: RetrievalModel,
+                 cache: Path, start_batch: int = 0, gallery_shift: ShiftSpec | None = None):
         super().__init__()
-        self.cfg, self.shifts, self.model, self.cache, self.start_batch = cfg, shifts, model, cache, start_batch
+        self.data_cfg, self.settings = data_cfg, settings
+        self.shifts, self.model, self.cache, self.start_batch = shifts, model, cache, start_batch
         self.gallery_shift = gallery_shift if gallery_shift is not None else (shifts[0] if len(shifts) == 1
                                                                               else ShiftSpec())
         self.query_filter: dict | None = None  # the D_q filter's record (tta/data/shift_effect.py)
-        self.query_side = "video" if cfg.task == "v2t" else "text"
-        self.frames = run_frame_cache(cfg, cache)
+        self.query_side = "video" if settings.task == "v2t" else "text"
+        self.frames = run_frame_cache(cache, data_cfg.num_frames, settings.inputs.max_side)
         self.layout: EvalLayout | None = None
         self.report: InputReport | None = None
         self.gallery: torch.Tensor | None = None
@@ -70,33 +71,32 @@ class RetrievalDataModule(L.LightningDataModule):
             return
         self.layout = self._screened_layout()
         shift = self.shifts[0]
-        if self.single and self.cfg.shift.get("from_copy"):
-            self.copy = PerturbedCopy(self.cfg.shift.from_copy, shift, self.frames.max_side)
+        if self.single and self.settings.from_copy:
+            self.copy = PerturbedCopy(self.settings.from_copy, shift, self.frames.max_side)
         self._build_shift_resources()
-        self.gallery = encode_gallery(self.model, self.layout.gallery, self.cfg, self.gallery_shift, self.frames,
-                                      self.cache, self.copy)
+        self.gallery = encode_gallery(self.model, self.layout.gallery, self.settings.task, self.settings.gallery,
+                                      self.gallery_shift, self.frames, self.cache, self.copy)
 
     def _screened_layout(self) -> EvalLayout:
         """Read the evaluated split's pairs (``data.split``: test, or val for development runs), keep the first
         ``data.subset``, screen bad inputs (counted) and lay them out."""
-        cfg = self.cfg
-        split = eval_split(cfg.data)
-        pairs = load_pairs(cfg.data, split, self.cache, drop_missing=False)  # the screen counts missing videos
-        if cfg.data.subset:
-            pairs = pairs[: int(cfg.data.subset)]
+        data, inputs = self.data_cfg, self.settings.inputs
+        split = eval_split(data)
+        pairs = load_pairs(data, split, self.cache, drop_missing=False)  # the screen counts missing videos
+        if data.subset:
+            pairs = pairs[: int(data.subset)]
         if not pairs:
-            raise BadInputError(f"the {split} split of data={cfg.data.name} is empty; check its annotation files")
+            raise BadInputError(f"the {split} split of data={data.name} is empty; check its annotation files")
         self.num_read = len(pairs)
-        inputs = cfg.get("inputs") or {}
-        duplicates = inputs.get("duplicates", "error")
-        if cfg.data.get("all_captions") and duplicates == "error":  # every caption of each video: multi-caption
+        duplicates = inputs.duplicates
+        if data.get("all_captions") and duplicates == "error":  # every caption of each video: multi-caption
             duplicates = "multi"
-        pairs, self.report = screen_pairs(pairs, self.frames, self.model.tokenizer, on_bad=inputs.get("on_bad", "skip"),
-                                          duplicates=duplicates, min_frames=int(inputs.get("min_frames", 1)),
-                                          missing_ok=bool(cfg.data.get("drop_missing")))
+        pairs, self.report = screen_pairs(pairs, self.frames, self.model.tokenizer, on_bad=inputs.on_bad,
+                                          duplicates=duplicates, min_frames=inputs.min_frames,
+                                          missing_ok=bool(data.get("drop_missing")))
         pairs = self._filter_by_similarity(pairs)
-        layout = EvalLayout.build(pairs, cfg.task, multi=duplicates == "multi")
-        _check_gallery_size(len(layout.gallery), int(cfg.hubness.k))
+        layout = EvalLayout.build(pairs, self.settings.task, multi=duplicates == "multi")
+        _check_gallery_size(len(layout.gallery), self.settings.hubness_k)
         return layout
 
     def _filter_by_similarity(self, pairs: list) -> list:
@@ -120,11 +120,11 @@ class RetrievalDataModule(L.LightningDataModule):
         extra = [] if any(self.gallery_shift is s for s in self.shifts) else [self.gallery_shift]
         for s in [*self.shifts, *extra]:
             if s.kind == "video":
-                from tta.data.shift_resources import build_resources, motion_store_enabled
+                from tta.data.shift_resources import build_resources
 
-                setting = EncodeSetting.of_trainer(self.cfg.trainer, loader_workers(self.cfg))
-                s.resources.update(build_resources(s, self.model, self.cfg.data, self.video_pairs, self.frames,
-                                                   self.cache, setting, motion_store_enabled(self.cfg.shift)))
+                setting = self.settings.gallery.encode_setting(self.settings.workers)
+                s.resources.update(build_resources(s, self.model, self.data_cfg, self.video_pairs, self.frames,
+                                                   self.cache, setting, self.settings.motion_store))
 
     def clean_reference(self) -> torch.Tensor | None:
         """(Q, G) clean scores of the source model when the run shifts anything, else None; call it before any
@@ -133,8 +133,8 @@ class RetrievalDataModule(L.LightningDataModule):
 
         if all(s.name == "clean" for s in self.shifts) and self.gallery_shift.name == "clean":
             return None
-        return clean_reference(self.model, self.layout, self.gallery, self.cfg, self.gallery_shift.name != "clean",
-                               self.frames, self.cache)
+        return clean_reference(self.model, self.layout, self.gallery, self.settings.task, self.settings.gallery,
+                               self.gallery_shift.name != "clean", self.frames, self.cache)
 
     def input_change(self, video_queries: dict | None) -> dict:
         """results.json ``input_change`` per shifted side: captions measured here, the video queries by the
@@ -156,7 +156,7 @@ class RetrievalDataModule(L.LightningDataModule):
         queries, side = self.layout.queries, self.query_side
         copy = self.copy if self.shifts[0].kind == side else None
         if side == "video":
-            self.frames.warm([p.video_path for p in queries], "decoding query videos", loader_workers(self.cfg))
+            self.frames.warm([p.video_path for p in queries], "decoding query videos", self.settings.workers)
             return [VideoItems(queries, self.frames, self.model.image_size, s if s.kind == "video" else ShiftSpec(), copy)
                     for s in self.shifts]
         return [TextItems(queries, s if s.kind == "text" else ShiftSpec(), copy) for s in self.shifts]
@@ -166,22 +166,24 @@ class RetrievalDataModule(L.LightningDataModule):
         tokenizer = self.model.tokenizer if self.query_side == "text" else None
         # captions stay in-process: rule-based shifts are cheap, and model-based ones load their model once and
         # cache their outcomes for results.json (tta.shifts.registry.implementation_record)
-        workers = loader_workers(self.cfg) if self.query_side == "video" else 0
-        return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.cfg.batch_size, self.start_batch),
+        workers = self.settings.workers if self.query_side == "video" else 0
+        return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.settings.batch_size,
+                                                                    self.start_batch),
                           num_workers=workers, collate_fn=SegmentCollate(Collate(tokenizer)),
                           worker_init_fn=loader_worker_init)
 
     def num_batches(self) -> int:
         """Batches left to stream (after ``start_batch``)."""
         n = len(self.layout.queries)
-        return max(0, len(self.shifts) * -(-n // int(self.cfg.batch_size)) - self.start_batch)
+        return max(0, len(self.shifts) * -(-n // self.settings.batch_size) - self.start_batch)
 
     def source_split(self, train_data: DictConfig):
         """A factory of clean training-split data for adapters that ask for it (EATA's Fisher, QB-Norm's bank)."""
         def make(n: int):
             from tta.data.source_split import SourceSplit
 
-            return SourceSplit(self.model, load_pairs(train_data, "train", self.cache), n, self.cfg.task, self.frames)
+            return SourceSplit(self.model, load_pairs(train_data, "train", self.cache), n, self.settings.task,
+                               self.frames)
         return make
 
 

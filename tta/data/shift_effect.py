@@ -23,10 +23,10 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.data.screen import InputReport
+from tta.data.settings import GallerySettings
 from tta.data.stream import ShiftSpec
 
 log = logging.getLogger(__name__)
@@ -117,15 +117,8 @@ def min_similarity_filter(pairs: list[VideoTextPair], report: InputReport, shift
     return [p for p, k in zip(pairs, keep.tolist(), strict=True) if k], record
 
 
-def with_task(cfg: DictConfig, task: str) -> DictConfig:
-    """A copy of ``cfg`` for the other direction (the same data, model and inputs)."""
-    out = OmegaConf.to_container(cfg, resolve=True)
-    out["task"] = task
-    return OmegaConf.create(out)
-
-
 @torch.no_grad()
-def clean_reference(model, layout, gallery: torch.Tensor, cfg: DictConfig, gallery_shifted: bool,
+def clean_reference(model, layout, gallery: torch.Tensor, task: str, settings: GallerySettings, gallery_shifted: bool,
                     frames, cache: Path, chunk: int = 256) -> torch.Tensor:
     """(Q, CONSISTENCY_K) gallery indices of the source model's best answers to the clean queries against the clean
     gallery, best first, scored in chunks of queries so that memory stays O(Q k), not O(Q G).
@@ -138,21 +131,21 @@ def clean_reference(model, layout, gallery: torch.Tensor, cfg: DictConfig, galle
     from tta.metrics.consistency import CONSISTENCY_K, top_answers
     from tta.models.encode import pairwise_similarity
 
-    query_task = "t2v" if cfg.task == "v2t" else "v2t"  # the direction whose gallery is this run's query side
+    query_task = "t2v" if task == "v2t" else "v2t"  # the direction whose gallery is this run's query side
     with torch.random.fork_rng(devices=[]):
-        queries = encode_gallery(model, layout.queries, with_task(cfg, query_task), ShiftSpec(), frames, cache)
+        queries = encode_gallery(model, layout.queries, query_task, settings, ShiftSpec(), frames, cache)
         if gallery_shifted:
-            gallery = encode_gallery(model, layout.gallery, cfg, ShiftSpec(), frames, cache)
+            gallery = encode_gallery(model, layout.gallery, task, settings, ShiftSpec(), frames, cache)
         k = min(CONSISTENCY_K, len(gallery))
         param = next(model.parameters(), None)
-        key = ("clean_reference", weights_digest(model), _tensor_digest(queries), _tensor_digest(gallery), cfg.task,
-               k, chunk, str(param.device if param is not None else "cpu"), str(cfg.trainer.get("precision")))
+        key = ("clean_reference", weights_digest(model), _tensor_digest(queries), _tensor_digest(gallery), task,
+               k, chunk, str(param.device if param is not None else "cpu"), settings.precision)
 
         def answers() -> torch.Tensor:
             out = []
             for i in range(0, len(queries), chunk):
                 rows = queries[i:i + chunk]
-                sims = (pairwise_similarity(model, gallery, rows).t() if cfg.task == "v2t"
+                sims = (pairwise_similarity(model, gallery, rows).t() if task == "v2t"
                         else pairwise_similarity(model, rows, gallery))
                 out.append(top_answers(sims, k))
             return torch.cat(out)

@@ -126,9 +126,11 @@ def provenance(cfg: DictConfig | None = None, started: float | None = None) -> d
     if out["git"] is None:
         del out["git"]
     if cfg is not None and "loader_workers" in cfg:  # what `auto` became on this machine
-        from tta.data.module import loader_workers
-        from tta.shifts import shift_device
+        from tta.data.workers import loader_workers
+        from tta.shifts import resolve_shift_device
 
-        out["loader_workers"] = loader_workers(cfg)
-        out["shift_device"] = str(shift_device(cfg, out["loader_workers"]))
+        shift = str((cfg.get("shift") or {}).get("device", "auto"))
+        accelerator = str(trainer.get("accelerator", "auto"))
+        out["loader_workers"] = loader_workers(cfg.loader_workers, shift, accelerator)
+        out["shift_device"] = str(resolve_shift_device(shift, accelerator, out["loader_workers"]))
     return out

@@ -33,8 +33,7 @@ from tta.shifts.registry import check_severity, get_shift, item_seed, text_names
 from tta.shifts.video.mixed import is_mixed
 
 __all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind",
-           "implementation_record", "APPLY_AT", "SHIFT_DEVICES", "BACKENDS", "resolve_shift_device",
-           "shift_device"]
+           "implementation_record", "APPLY_AT", "SHIFT_DEVICES", "BACKENDS", "resolve_shift_device"]
 
 APPLY_AT = ("native", "canonical")
 #: ``shift.device``: ``cpu`` (shifts run on the CPU, in the loader workers when there are any), ``model`` (on the
@@ -51,12 +50,6 @@ def resolve_shift_device(setting: str = "auto", accelerator: str = "auto", worke
     gpu = accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
     use_model = setting == "model" or (setting == "auto" and workers == 0)
     return torch.device("cuda" if use_model and gpu else "cpu")
-
-
-def shift_device(cfg, workers: int = 0) -> torch.device:
-    """The device of a run's video shifts: ``cfg.shift.device`` resolved against ``cfg.trainer.accelerator``."""
-    shift, trainer = cfg.get("shift") or {}, cfg.get("trainer") or {}
-    return resolve_shift_device(str(shift.get("device", "auto")), str(trainer.get("accelerator", "auto")), workers)
 
 
 def video_shift_names() -> list[str]:
