@@ -10,9 +10,10 @@ import torch
 from tests.shifts.video.test_flow_blur import scene
 from tests.shifts.video.video_shift_env import sample_video
 from tta.shifts import perturb_video
+from tta.shifts.kernels.blur import masks_from_flows, rgb_to_grey
 from tta.shifts.kernels.farneback import _gaussian_blur, _resize_linear, farneback
 from tta.shifts.video.common import ShiftContext
-from tta.shifts.video.flow_blur import FARNEBACK, _masks_from_flows, high_motion_mask, rgb_to_grey
+from tta.shifts.video.flow_blur import FARNEBACK, HIGH_MOTION_PERCENTILE, high_motion_mask
 
 #: the documented agreement with OpenCV (docs/shifts/mlvp.md, "Speed"): flows within this many pixels
 FLOW_TOLERANCE = 2e-3
@@ -83,7 +84,7 @@ def test_flow_and_masks_match_opencv_on_real_video():
         ref = opencv_flows(prev, nxt)
         got = farneback(torch.from_numpy(prev), torch.from_numpy(nxt))
         assert np.abs(got.numpy() - ref).max() < FLOW_TOLERANCE, name
-        masks = _masks_from_flows(got).numpy()
+        masks = masks_from_flows(got, HIGH_MOTION_PERCENTILE).numpy()
         assert np.array_equal(masks, np.stack([high_motion_mask(f) for f in ref])), name
 
 
@@ -93,7 +94,7 @@ def test_device_masks_equal_the_cpu_masks_for_the_same_flows():
     flows = rng.normal(size=(4, 30, 40, 2)).astype(np.float32)
     flows[1] = 0
     flows[2] = np.round(flows[2])
-    got = _masks_from_flows(torch.from_numpy(flows)).numpy()
+    got = masks_from_flows(torch.from_numpy(flows), HIGH_MOTION_PERCENTILE).numpy()
     assert np.array_equal(got, np.stack([high_motion_mask(f) for f in flows]))
     assert got[1].all()
 
@@ -149,4 +150,5 @@ def test_cuda_flow_equals_the_cpu_flow():
     cpu = farneback(prev, nxt)
     gpu = farneback(prev.cuda(), nxt.cuda())
     assert gpu.is_cuda and (gpu.cpu() - cpu).abs().max() < 1e-4
-    assert torch.equal(_masks_from_flows(gpu).cpu(), _masks_from_flows(cpu))
+    q = HIGH_MOTION_PERCENTILE
+    assert torch.equal(masks_from_flows(gpu, q).cpu(), masks_from_flows(cpu, q))

@@ -36,7 +36,7 @@ def test_text_shift_changes_the_queries(tiny_cache, tmp_path):
 
 
 def test_sample_table_covers_every_shift():
-    from tta.shifts.text.samples import render, sample_rows
+    from tta.tools.text_samples import render, sample_rows
 
     cid, cap = msrvtt_captions(5)[4]
     rows = sample_rows(cap, cid)

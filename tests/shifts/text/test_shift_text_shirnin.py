@@ -9,8 +9,8 @@ import pytest
 from tests.shifts.text.text_captions import need_wordnet
 from tta.shifts import item_seed, perturb_text
 from tta.shifts.registry import get_shift
-from tta.shifts.text.shirnin import slang_lexicon, slang_matches
-from tta.shifts.text.uk_us import NEVER, TABLE, generate, spelling_table
+from tta.shifts.text.shirnin import SPELLING_TABLE, slang_lexicon, slang_matches, spelling_table
+from tta.tools.spelling_table import NEVER, generate
 
 NAMES = ("uk_us_spelling_approx", "slang_approx", "yoda_approx")
 
@@ -26,7 +26,7 @@ def test_registered_with_five_severities():
 
 
 def test_shipped_table_is_the_rule_output():
-    lines = TABLE.read_text().splitlines()
+    lines = SPELLING_TABLE.read_text().splitlines()
     assert lines[0] == "us\tuk\trule"
     assert [tuple(line.split("\t")) for line in lines[1:]] == generate()
     to_uk, to_us = spelling_table()

@@ -1,5 +1,5 @@
 """Every registered text shift on a few real MSR-VTT test captions (fast tier): a non-empty string out, the same
-string for the same item seed, some caption changed; plus the samples page of ``python -m tta.shifts.text.samples``
+string for the same item seed, some caption changed; plus the samples page of ``python -m tta.tools.text_samples``
 rendered from synthetic rows. Shift-specific behaviour: tests/test_shift_text_*.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tests.shifts.text.text_captions import need_wordnet
 from tta.shifts import item_seed, perturb_text, shift_kind, text_shift_names
 from tta.shifts.registry import get_shift
 from tta.shifts.text import HATVTR_TEXT_SHIFTS, requires_model
-from tta.shifts.text.samples import render
+from tta.tools.text_samples import render
 
 NAMES = [n for n in text_shift_names() if not requires_model(n)]
 # these draw on WordNet (skipped with a clear message where it is not installed)

@@ -13,13 +13,8 @@ from tta.shifts.video.common import ShiftContext
 from tta.shifts.video.flow_blur import (
     FARNEBACK,
     MOTION_LENGTHS,
-    _correlate_torch,
-    blur_blend,
-    correlate_pair,
-    disk_kernel,
     high_motion_mask,
     line_kernel,
-    percentile_linear,
 )
 
 
@@ -63,52 +58,6 @@ def test_default_driver_matches_the_per_frame_reference(severity):
     assert diff.max() <= 1 and (diff > 0).mean() < 1e-4
 
 
-@pytest.mark.parametrize("kernels", [[line_kernel(25, 15.0 * i) for i in range(12)], [disk_kernel(10)] * 12,
-                                     [disk_kernel(20)] * 12, [disk_kernel(3)] * 12])
-def test_large_kernel_correlation_matches_filter2d(kernels):
-    """Line kernels correlated directly in bands, disks through one forward DFT per plane shared by the two blurs:
-    <= 1 grey level from filter2D, on < 0.01 % of values."""
-    clip = scene(t=12).numpy()
-    sets = [kernels, [disk_kernel(12)] * 12]
-    for out, ks in zip(correlate_pair(clip, sets), sets, strict=True):
-        ref = np.stack([cv2.filter2D(f, -1, k, borderType=cv2.BORDER_REFLECT_101)
-                        for f, k in zip(clip, ks, strict=True)])
-        diff = np.abs(out.astype(int) - ref)
-        assert out.dtype == np.uint8 and diff.max() <= 1 and (diff > 0).mean() < 1e-4
-
-
-@pytest.mark.parametrize("pair", ["motion", "defocus", "defocus_small", "static_none"])
-def test_blur_blend_equals_the_two_blurs_then_the_masked_copy(pair):
-    """The fused CPU blur-and-blend gives exactly correlate_pair's pixels picked by the mask (large and small
-    kernels, one kernel per frame or one shared, and ``static_regions=none``, where the frame stays)."""
-    clip = scene(t=12).numpy()
-    masks = np.random.default_rng(4).random((12, *clip.shape[1:3])) < 0.25
-    highs, lows = {"motion": ([line_kernel(17, 30.0 * i) for i in range(12)], [line_kernel(9, 30.0 * i)
-                                                                                for i in range(12)]),
-                   "defocus": ([disk_kernel(12)] * 12, [disk_kernel(6)] * 12),
-                   "defocus_small": ([disk_kernel(4)] * 12, [disk_kernel(3)] * 12),
-                   "static_none": ([disk_kernel(8)] * 12, None)}[pair]
-    if lows is None:
-        high, low = correlate_pair(clip, [highs])[0], clip.copy()
-    else:
-        high, low = correlate_pair(clip, [highs, lows])
-    np.copyto(low, high, where=masks[..., None])
-    before = clip.copy()
-    assert np.array_equal(blur_blend(clip, highs, lows, masks), low)
-    assert np.array_equal(clip, before)  # the input frames are left as they were
-
-
-def test_grouped_torch_convolution_matches_filter2d_within_one_grey_level():
-    """The CUDA blend path (run here on CPU tensors): <= 1 grey level, on < 0.1 % of values, from filter2D."""
-    clip = scene(t=12)
-    for kernels in ([line_kernel(25, 15.0 * i) for i in range(12)], [disk_kernel(10)] * 12,
-                    [disk_kernel(3)] * 6 + [disk_kernel(6)] * 6):
-        ref = np.stack([cv2.filter2D(f, -1, k, borderType=cv2.BORDER_REFLECT_101)
-                        for f, k in zip(clip.numpy(), kernels, strict=True)])
-        diff = np.abs(_correlate_torch(clip, kernels).numpy().astype(int) - ref)
-        assert diff.max() <= 1 and (diff > 0).mean() < 1e-3
-
-
 @pytest.mark.parametrize("name", ["motion_blur", "video_defocus"])
 def test_flow_scale_half_stays_within_the_documented_tolerance(name):
     """flow_scale=0.5 (docs/shifts/mlvp.md, Speed): mean |diff| <= 2.5 grey levels, > 8 levels on <= 8 % of values."""
@@ -118,20 +67,6 @@ def test_flow_scale_half_stays_within_the_documented_tolerance(name):
     half = perturb_video(clip, name, 5, 0, context=ctx, flow_scale=0.5).numpy().astype(int)
     diff = np.abs(full - half)
     assert 0 < diff.mean() <= 2.5 and (diff > 8).mean() <= 0.08
-
-
-def test_percentile_is_numpys_to_the_bit():
-    """The mask's threshold: one partition and a minimum give np.percentile's value exactly (sizes 1 to a frame,
-    ties, all-equal, tiny values, weights below and above 0.5, non-finite input)."""
-    rng = np.random.default_rng(5)
-    for n in (1, 2, 3, 5, 10, 101, 4800, 76800):
-        for v in (rng.random(n), np.zeros(n), rng.integers(0, 3, n).astype(float), rng.exponential(size=n) * 1e-7,
-                  np.hypot(rng.normal(size=n), rng.normal(size=n))):
-            for q in (75.0, 0.0, 33.3, 50.0, 90.0, 100.0):
-                assert percentile_linear(v, q) == np.percentile(v, q), (n, q)
-    v = rng.random(50)
-    v[3] = np.nan
-    assert np.isnan(percentile_linear(v, 75.0))
 
 
 def test_upsampled_mask_keeps_the_top_quarter():

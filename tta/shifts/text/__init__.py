@@ -10,8 +10,7 @@ import pkgutil
 
 # every module of this package registers its shifts on import: a new shift is one module plus one config
 for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in ("samples", "uk_us"):  # tools (samples page, spelling-table writer), not shifts
-        importlib.import_module(f"{__name__}.{_module.name}")
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 from tta.shifts.registry import perturb_text_detailed, requires_model  # noqa: E402
 from tta.shifts.text.core import TextOutcome  # noqa: E402

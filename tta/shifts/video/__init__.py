@@ -13,5 +13,5 @@ import pkgutil
 # every module of this package registers its shifts on import: a new shift is one module plus one config
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
-
+from tta.shifts.kernels import flow_blur_batch as _twins  # noqa: E402, F401  (the flow blurs' torch twins)
 from tta.shifts.video.common import ShiftContext  # noqa: E402, F401

@@ -1,7 +1,7 @@
 """British <-> American spelling pairs for the ``uk_us_spelling_approx`` shift (Shirnin et al. Sec. IV-C, "U.K. -> USA").
 
 The pairs are generated from hand-written stem lists by the standard spelling rules and shipped as
-``uk_us_spelling.tsv`` (columns ``us``, ``uk``, ``rule``); ``python -m tta.shifts.text.uk_us`` rewrites it, and a test
+``uk_us_spelling.tsv`` (columns ``us``, ``uk``, ``rule``); ``python -m tta.tools.spelling_table`` rewrites it, and a test
 checks that the shipped file equals the generated one. Rules (US -> UK), each with the suffixes a stem takes:
 
 * ``our``: -or -> -our (color -> colour, favorite -> favourite, neighborhood -> neighbourhood);
@@ -20,10 +20,9 @@ rule produces one of them, and the shift never changes them.
 from __future__ import annotations
 
 import csv
-from functools import lru_cache
 from pathlib import Path
 
-TABLE = Path(__file__).with_name("uk_us_spelling.tsv")
+from tta.shifts.text.shirnin import SPELLING_TABLE
 
 # US stem (ending in -or) : suffixes ("" = the bare word)
 OUR = {
@@ -161,20 +160,12 @@ def generate() -> list[tuple[str, str, str]]:
     return sorted((us, uk, rule) for us, (uk, rule) in pairs.items())
 
 
-def write(path: Path = TABLE) -> Path:
+def write(path: Path = SPELLING_TABLE) -> Path:
     with open(path, "w", newline="") as f:
         out = csv.writer(f, delimiter="\t", lineterminator="\n")
         out.writerow(("us", "uk", "rule"))
         out.writerows(generate())
     return path
-
-
-@lru_cache(maxsize=1)
-def spelling_table() -> tuple[dict[str, str], dict[str, str]]:
-    """(US -> UK, UK -> US) from the shipped ``uk_us_spelling.tsv``."""
-    with open(TABLE, newline="") as f:
-        rows = [(r["us"], r["uk"]) for r in csv.DictReader(f, delimiter="\t")]
-    return dict(rows), {uk: us for us, uk in rows}
 
 
 if __name__ == "__main__":
