@@ -8,11 +8,14 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from tta.utils.progress import setup_progress
+
+if TYPE_CHECKING:
+    from tta.data.settings import DataSettings
 
 log = logging.getLogger("tta.run")
 # trainer.precision values that keep the weights float32 (none or autocast): the gallery is encoded once in float32
@@ -139,7 +142,7 @@ def features_config(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def data_settings(cfg: DictConfig):
+def data_settings(cfg: DictConfig) -> DataSettings:
     """What the data stages read from the run's config besides ``data`` (:class:`tta.data.settings.DataSettings`)."""
     from tta.data.settings import DataSettings, GallerySettings, InputSettings
     from tta.data.shift_resources import motion_store_enabled

@@ -1,20 +1,13 @@
 """Decoded-frame cache: the sampled native-resolution frames of each video, decoded once.
 
-One ``.npy`` file per (video file, frame rule, frame count), uint8 (T, H, W, 3), written atomically. The key
-includes the file's absolute path, size and modification time, so a replaced video is decoded again. Videos of
-any resolution share one cache (real datasets mix resolutions). Shifts are applied after the cache (on the
-native frames, docs/shifts/mlvp.md), so one cache serves every shift of a dataset.
+One ``.npy`` file per (video file, frame rule, frame count), uint8 (T, H, W, 3), written atomically; the key holds
+the file's absolute path, size and modification time, so a replaced video is decoded again. Shifts act after the
+cache (on the native frames), so one cache serves every shift of a dataset. Frames larger than ``inputs.max_side``
+are downscaled right after decoding, before any shift.
 
-MLVP group-B shifts (H.264, flow blurs, temporal scrambling; docs/shifts/mlvp.md) need every frame of the video:
-:meth:`FrameCache.decode_all` decodes them on each call and does **not** write them to disk. A full decode of a
-real video is tens to hundreds of MB (an MSR-VTT clip of 10-30 s at 320×240 is 70-200 MB of uint8), against a
-few hundred KB for the 12 sampled frames; a disk cache of full decodes would multiply the dataset by ~100 for a
-gain only on repeated runs of the same group-B shift. To reuse group-B results, write a perturbed copy once with
-``python -m tta.perturb`` and read it with ``shift.from_copy``.
-
-Huge frames: with ``max_side`` set (``inputs.max_side`` of a run), frames whose longer side exceeds it are
-downscaled right after decoding (area-preserving, aspect kept), before any shift. Perturbations then act on the
-reduced frames; :func:`tta.data.screen.screen_pairs` counts such videos in ``results.json`` ``input_notes``.
+Group-B shifts (H.264, flow blurs, temporal scrambling) need every frame: :meth:`FrameCache.decode_all` decodes
+them on each call and never writes them, since full decodes are about a hundred times the sampled frames on disk
+(docs/shifts/mlvp.md); a perturbed copy (``python -m tta.perturb``, ``shift.from_copy``) reuses group-B results.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Precomputed query and gallery features (``data=features``), written by ``python -m tta.export``.
 
-A features file holds what the similarity head needs and what scoring needs, so that gradient-free methods
-(``source``, ``hsm``, ``qbnorm``, ``dsl``, any ``posthoc=`` refiner) run on a CPU over features encoded once on a GPU:
-
-- ``queries``: (S, Q, T, D) frame features (v2t) or (S, Q, D) caption features (t2v), one block per shift of the
-  stream, encoded in stream batches by the source model before any adaptation;
-- ``gallery``: (G, D) caption features (v2t) or (G, T, D) frame features (t2v), the run's cached gallery;
-- ``head.*``: the similarity head's weights (X-Pool pools the frames conditioned on each caption, so it keeps every
-  frame feature; CLIP4Clip's mean pooling has no weights);
-- ``gt`` / ``gallery_class``: the relevance of the layout (1:1 or multi-caption), with the query and gallery pairs;
-- ``meta``: the exporting run's resolved config (model, data, task, scenario, shift), the screening report and the
-  source model's provenance.
-
-Two containers, the same content: a ``.pt`` file (one ``torch.save`` dict) or a directory of ``.npy`` arrays plus
-``features.json`` (the ``meta``), readable without torch.
+A features file holds what the similarity head and the scoring need (the queries of every stream segment, the
+gallery, the head's weights, the layout's relevance and the exporting run's config and screening report;
+docs/features.md has the table), so that gradient-free methods (``source``, ``hsm``, ``qbnorm``, ``dsl``, any
+``posthoc=`` refiner) run on a CPU over features encoded once on a GPU. Two containers, the same content: a ``.pt``
+file (one ``torch.save`` dict) or a directory of ``.npy`` arrays plus ``features.json``, readable without torch.
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
-"""Input screening: what a run does with test pairs it cannot use (the bad-input policy; README "Bad input").
+"""Input screening: what a run does with test pairs it cannot use (``inputs.*``; the table of every kind of bad input
+and its outcome is docs/outputs.md, "Bad input").
 
-Before any encoding, :func:`screen_pairs` checks every (video, caption) pair of the test split once:
-
-========================  =====================================================================================
-problem                   behaviour
-========================  =====================================================================================
-duplicate video id        ``inputs.duplicates=error`` (default): a clear error naming the ids (a 1:1 evaluation
-                          would make a repeated video's other copies count as wrong answers); ``first``: keep the
-                          first pair, skip the rest; ``multi``: keep every caption and evaluate multi-caption
-                          (docs/methods/metrics.md; the default with ``data.all_captions=true``)
-empty / whitespace        skipped (``empty_caption``)
-caption
-missing video file        skipped (``missing_video``)
-corrupt / truncated /     skipped (``undecodable_video``, with the decoder's message); a file whose decodable
-zero-frame video          frames fall short of its header by more than the tolerance of :mod:`tta.media.video`
-                          counts as truncated
-fewer decodable frames    skipped (``too_few_frames``)
-than ``inputs.min_frames``
-fewer frames than         kept: the uniform indices repeat frames (MLVP rule); counted in ``input_notes``
-requested (e.g. 1 frame)  (``short_video``)
-grayscale / RGBA video    kept: decoded to RGB (gray replicated, alpha dropped) by :mod:`tta.media.video`; counted
-                          (``grayscale_video``, ``alpha_dropped``)
-tiny video (e.g. 8x8)     kept: upsampled by the CLIP transform; counted (``tiny_video``, short side < 16)
-huge video                kept: downscaled to ``inputs.max_side`` right after decoding; counted (``downscaled``)
-caption longer than the   kept: truncated by the tokenizer at its context length, as CLIP4Clip and X-Pool do;
-text context              counted (``long_caption``)
-non-ASCII / emoji caption kept: the tokenizer's own handling (byte-level BPE for CLIP, [UNK] for WordPiece)
-========================  =====================================================================================
-
-A skipped pair leaves the run whole — its query row and its gallery item — so a caption whose video cannot be
-decoded is not a t2v query whose ground truth is missing from the gallery. Skips are listed in ``results.json``
-``"skipped"`` (``n``, ``reasons``, ``items`` with each pair's row ``index`` in the split as read) and ``num_queries`` is what remains; the metrics are over the
-remaining pairs. ``inputs.on_bad=error`` turns every skip into one error that lists them. A row whose scores turn
-out non-finite after adaptation is not a bad input but a failure of the method: it is scored as a miss
-(``failed_rows``, tta/results/), never skipped.
+Before any encoding, :func:`screen_pairs` checks every (video, caption) pair once: unusable pairs are skipped with a
+reason, odd but usable ones kept and counted in ``input_notes``. A skipped pair leaves the run whole, its query row
+and its gallery item, so a caption whose video cannot be decoded is not a t2v query whose ground truth is missing
+from the gallery; ``inputs.on_bad=error`` turns every skip into one error that lists them. A row whose scores turn
+out non-finite after adaptation is a failure of the method, not a bad input: it is scored as a miss.
 """
 
 from __future__ import annotations

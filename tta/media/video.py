@@ -348,8 +348,8 @@ def read_all_frames(path: PathLike, backend: str = "auto") -> tuple[torch.Tensor
 
     Group-B shifts (H.264, flow-driven blurs, temporal scrambling) work from the whole decoded video and take the
     uniform frames over the *decoded* count, which can differ from the container's count by a few frames.
-    ``"auto"`` tries decord first (the same FFmpeg decode and RGB conversion, 2-3x faster than PyAV's frame loop
-    here); decord refuses a truncated or damaged stream outright, and PyAV then decodes what it can, sequentially.
+    ``"auto"`` tries decord first (the same FFmpeg decode and RGB conversion, faster than PyAV's frame loop:
+    docs/results/shift-speed.md); decord refuses a truncated or damaged stream outright, and PyAV then decodes what it can, sequentially.
 
     Args:
         path: Video file.

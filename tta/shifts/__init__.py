@@ -120,7 +120,7 @@ def perturb_video(frames: torch.Tensor, name: str, severity: int, seed, backend:
             options.pop("context")
         if clips.is_cuda:
             out = info.batched(clips, severity, gens, **options)
-        else:  # memory-bound on the CPU: one clip at a time stays in cache (about 3x faster than 8 at once)
+        else:  # memory-bound on the CPU: one clip at a time stays in cache (docs/results/shift-speed.md)
             outs = [info.batched(clips[i:i + 1], severity, [g], **options) for i, g in enumerate(gens)]
             out = outs[0] if len(outs) == 1 else torch.cat(outs)
     else:

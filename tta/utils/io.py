@@ -207,8 +207,8 @@ def save_cached(path: str | os.PathLike, obj: Any = None, data: bytes | None = N
     """Write a cache entry (a torch object, or raw ``data`` bytes) atomically, then its checksum.
 
     Neither file is fsync'ed: every read checks the entry against its checksum and rebuilds a damaged one, so
-    flushing would buy nothing for its cost (the two fsyncs took 1.2-7 ms per entry on the development machine's
-    disk, about as much as an embedded clip's motion-store hit)."""
+    flushing would buy nothing for its cost (two fsyncs cost about as much as a motion-store hit:
+    docs/results/shift-speed.md)."""
     import torch
 
     if data is not None:

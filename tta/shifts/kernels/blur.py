@@ -17,7 +17,7 @@ def percentile_linear(values: np.ndarray, q: float) -> float:
     """``np.percentile(values, q)`` (method linear) to the bit, from one partition and a minimum.
 
     NumPy partitions around both neighbours of the virtual index (n - 1)·q/100 and the two ends; one kth and the
-    minimum of the part above it give the same two order statistics at about a fifth of the cost. The
+    minimum of the part above it give the same two order statistics with less work. The
     interpolation is NumPy's ``_lerp`` (from the upper neighbour when the weight is >= 0.5). Non-finite input
     goes to NumPy itself.
     """
@@ -64,8 +64,8 @@ def _sparse_correlate(padded: np.ndarray, pad: int, kernel: np.ndarray, h: int, 
 
     OpenCV's direct filter2D visits only the non-zero taps, but it switches to a DFT from an area of 130; so the
     kernel's non-zero bounding box is cut into bands of rows below that area, each correlated directly (anchor at its
-    top-left, over the window of the padded frame it reaches) and the bands summed in float32. About 10x cheaper
-    than a DFT blur for the motion kernels; the float sums differ from filter2D's DFT by rounding only.
+    top-left, over the window of the padded frame it reaches) and the bands summed in float32; the float sums differ
+    from filter2D's DFT by rounding only.
     """
     ys, xs = np.nonzero(kernel)
     r0, r1, c0, c1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1

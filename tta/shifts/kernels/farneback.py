@@ -1,36 +1,13 @@
 """Farnebäck dense optical flow in batched torch, following OpenCV's ``calcOpticalFlowFarneback`` step by step.
 
-The flow-driven blurs (:mod:`tta.shifts.video.flow_blur`) define their high-motion mask on OpenCV's Farnebäck flow
-(Alg. 2 of MLVP). OpenCV runs it on the CPU, one frame pair at a time; on a GPU that CPU step was most of the
-cost of the shift. This module computes the same flow for a batch of frame pairs on the frames' device, so the blurs
-never leave the GPU.
-
-The algorithm (G. Farnebäck, "Two-frame motion estimation based on polynomial expansion", SCIA 2003), as OpenCV
-implements it for ``flags=0`` (box-filtered normal equations), level by level from the coarsest:
-
-1. **Pyramid.** Level k has scale ``pyr_scale**k``; levels stop before a side drops under 32 pixels. Each level
-   smooths the *full-resolution* image with a Gaussian (σ = (1/scale - 1)/2, an odd size of about 5σ, at least
-   3: at level 0 OpenCV's fixed 3-tap [1/4, 1/2, 1/4]) and resizes it bilinearly to the level's size.
-2. **Polynomial expansion** of both images: per pixel, a quadratic fitted in a Gaussian-weighted
-   (2n+1)² window (``poly_n`` = n, ``poly_sigma``) by separable correlation with replicated borders; five of its
-   six coefficients are kept.
-3. **Normal equations** per pixel from the first image's expansion and the second's, sampled bilinearly at the
-   displaced position (pixels displaced outside fall back to the first image's terms), down-weighted within five
-   pixels of the border.
-4. **Iterations:** box-average the equations over ``winsize`` (replicated borders), solve the 2x2 system for the
-   flow, and rebuild the equations with the new flow (all but the last iteration). OpenCV interleaves the rebuild
-   with the box filter in row stripes; the stripes only ever rebuild rows the filter has passed for good, so the
-   whole-frame order here gives the same numbers.
-5. The flow, upsampled bilinearly and doubled, initialises the next finer level.
-
-The precisions follow OpenCV's: float32 images, expansions, equations and flow; float64 for the horizontal pass
-of the expansion and the running sums of the box filter; each float32 product and sum rounded where OpenCV rounds
-it, including the fused multiply-adds of OpenCV's SIMD Gaussian filters. On the CPU this gives OpenCV's flow to the
-last bit on most values (the smoothing and resizes match to the bit on an AVX2 build, except IPP's resizes by
-non-integer factors; float64 rounding in the box sums differs in the last bit, which the iterations can amplify
-locally); ``tests/shifts/kernels/test_farneback.py``
-bounds the differences and the effect on the blurs' masks. Only ``flags=0`` is implemented (not
-``OPTFLOW_FARNEBACK_GAUSSIAN`` or ``OPTFLOW_USE_INITIAL_FLOW``): that is the setting of Alg. 2.
+The flow blurs (:mod:`tta.shifts.video.flow_blur`) define their high-motion mask on OpenCV's Farnebäck flow (Alg. 2
+of MLVP), which runs on the CPU one frame pair at a time; on a GPU that step was most of the shift's cost. This
+module computes the same flow for a batch of frame pairs on the frames' device, so the blurs never leave the GPU.
+It re-does OpenCV's ``flags=0`` algorithm level by level (pyramid from the full-resolution image, polynomial
+expansion, border-weighted normal equations, box filter and 2x2 solve, upsampled initial flow) with OpenCV's
+precisions and rounding points (docs/shifts/mlvp.md, "The torch Farnebäck", lists the steps);
+``tests/shifts/kernels/test_farneback.py`` bounds the differences and their effect on the masks. Only ``flags=0``
+is implemented: that is the setting of Alg. 2.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ baseline, 4:2:0, ISLOW DCT, fancy upsampling):
 
 Every step is integer arithmetic in int32 with the library's shifts and roundings, so the output equals libjpeg's
 decoded pixels (``tests/shifts/video/test_shift_fast_paths.py`` compares against OpenCV and Pillow at every quality).
-On one CPU thread this is 15-25 times slower than libjpeg-turbo's SIMD code (its many whole-tensor passes
-cost more than the codec), so the CPU keeps libjpeg; on a GPU it turns a clip into a handful of kernels.
+On a CPU its many whole-tensor passes cost more than libjpeg-turbo's SIMD codec (docs/shifts/mlvp.md, "Speed"), so
+the CPU keeps libjpeg; on a GPU it turns a clip into a handful of kernels.
 """
 
 from __future__ import annotations

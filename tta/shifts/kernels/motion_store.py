@@ -1,26 +1,12 @@
 """Disk store of the flow blurs' per-clip motion, shared by every run that blurs the same frames.
 
-Motion blur and video defocus (:mod:`tta.shifts.video.flow_blur`) spend most of their time on the dense flow
-between consecutive frames, yet what they keep of it (the high-motion mask of each sampled frame and, for motion
-blur, the mean flow that sets the streak's angle) depends on the clean frames and the flow settings only, not on
-the severity, the seed or the adapter. A sweep over adapters x severities x seeds x both flow blurs therefore
-computes the same flows many times; this store computes them once per clip.
-
-Entries are keyed by a SHA-1 digest of the bytes of exactly the frames the flow reads (t-1 and t for each
-sampled t), the sampled indices and frame size, the flow method, scale and parameters, and the implementation
-that computed them (OpenCV's version and the SIMD code it dispatches to on the CPU, or the torch twin's version and
-device), so a re-encoded video, another OpenCV, another kind of CPU on a cluster or the GPU twin never reads
-another's masks (their last bits may differ, and a mask tie with them). An entry holds the bit-packed masks and
-the float64 means; it is written atomically with a checksum (:func:`tta.utils.io.save_cached`), and a damaged or
-mismatched one is recomputed. A hit returns exactly what the computation would: the blurred frames are the same
-bits with or without the store.
-
-Computing the key means decoding the whole video, which costs about as much as the rest of a stored clip's blur.
-So the store also keeps links from a clip of the frame cache (its file's path, size and modification time, the
-frame count and the size limit: the frame cache's own key) and a flow setting to the entry. A link is written only
-after checking that the frame cache's uniform frames are, to the bit, the frames the flow blur sampled from the
-whole decoded video; a later run that finds it blurs the frame cache's frames with the linked motion and decodes
-nothing, with the same output.
+What motion blur and video defocus keep of the dense flow (each sampled frame's high-motion mask and mean flow)
+depends on the clean frames and the flow settings only, not on the severity, the seed or the adapter, so a sweep
+would compute the same flows many times; this store computes them once per clip. Entries are keyed by the bytes of
+the frames the flow reads, the flow settings and the implementation that computed them (whose last bits may
+differ), and a hit returns exactly what the computation would. Links from frame-cache clips to their entries let a
+warm run skip decoding the whole video, which finding the key would need. Key, sizes and costs:
+docs/shifts/mlvp.md, "Motion store" and "Links from the frame cache".
 """
 
 from __future__ import annotations

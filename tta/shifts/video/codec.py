@@ -8,9 +8,8 @@ over the decoded count (docs/shifts/mlvp.md, frames) and pads with the last fram
 bundles libx264); ``threads=1`` by default.
 
 Reproducibility: with the code's rate control (mbtree, lookahead 30) x264 is **not** bit-reproducible when the
-CPU is contended, even with one thread (measured here: 6 distinct bitstreams in 25 encodes of a 176×144 clip at
-25 kbit/s while other processes ran; identical on an idle machine). ``x264_params="rc-lookahead=0:mbtree=0"``
-makes it reproducible (25/25 identical under the same load) at the price of a different rate control than the
+CPU is contended, even with one thread (docs/results/shift-speed.md). ``x264_params="rc-lookahead=0:mbtree=0"``
+makes it reproducible at the price of a different rate control than the
 reference code, so it is an option, not the default. The bitrate is absolute whatever the resolution or fps,
 and very low targets overshoot on short clips: :func:`h264_roundtrip` returns the achieved bitrate, which is
 logged at debug level.

@@ -69,8 +69,8 @@ def jpeg(frames: torch.Tensor, severity: int, generator: torch.Generator) -> tor
 @register_batched("schiappa_jpeg", exact=True, cpu=False)
 def jpeg_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
     """uint8 (N, T, H, W, 3) -> the same, all frames at once on their device: libjpeg's lossy steps in integer
-    tensor code (:mod:`tta.shifts.kernels.jpeg_batch`), the same pixels as :func:`jpeg`. Used on CUDA; on one CPU
-    thread libjpeg-turbo is 15-25 times faster, so ``backend=auto`` keeps :func:`jpeg` there."""
+    tensor code (:mod:`tta.shifts.kernels.jpeg_batch`), the same pixels as :func:`jpeg`. Used on CUDA; on the CPU
+    libjpeg-turbo is faster, so ``backend=auto`` keeps :func:`jpeg` there."""
     n, t = frames.shape[:2]
     out = jpeg_roundtrip_batch(frames.reshape(n * t, *frames.shape[2:]), JPEG_QUALITY[severity - 1])
     return out.reshape(frames.shape)

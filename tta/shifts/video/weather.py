@@ -10,8 +10,8 @@ Both take ImageNet-C's constants (Qiu et al.; Table 37, App. E.1/E.4) and act on
 
 The curtain's motion blur: ``snow`` is the faithful shift and always uses ImageMagick's MotionBlur (the reference
 code's Wand call). By default (``blur_impl: imagemagick``) that is :func:`motion_blur_imagemagick`, the arithmetic
-of ImageMagick 6's MotionBlurImage (Q16) in NumPy: bit-identical to the Wand call, about ten times faster, and no
-system library needed. ``blur_impl: wand`` calls the library itself (PyPI ``Wand``, the ``video`` extra, and Debian
+of ImageMagick 6's MotionBlurImage (Q16) in NumPy: bit-identical to the Wand call, faster (docs/shifts/mlvp.md),
+and no system library needed. ``blur_impl: wand`` calls the library itself (PyPI ``Wand``, the ``video`` extra, and Debian
 ``libmagickwand-6.q16-6``, which ``make setup`` installs as root); ``tests/shifts/video/test_shift_video_stats.py``
 checks the equality wherever Wand loads. ``snow_approx`` is the tap-sum approximation of
 ``imagecorruptions`` (``taps``, docs/shifts/mlvp.md, App. E.1); it is a separate shift name, so a run never reports it as ``snow``. Its item
@@ -19,8 +19,7 @@ seeds are those of ``snow`` (``seed_as`` in its registration), so both draw the 
 only in the blur. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against
 ImageMagick 6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several
 angles, the two agree exactly on 99.8 % of pixels and never differ by more than one grey level (it skips the
-16-bit rounding step and sums in another order). Embedded results labelled ``snow``
-before 2026-11-23 ran the approximation (Wand was missing) and are re-labelled ``snow_approx``.
+16-bit rounding step and sums in another order).
 
 Fog, snow and snow_approx have exact vectorised twins over a batch of videos (each video's map or curtain from its
 own generator, on the CPU; the blend on the frames' device).
@@ -157,8 +156,7 @@ def motion_blur_imagemagick(img: np.ndarray, radius: float, sigma: float, angle:
     edge-replicated (the default virtual-pixel method); the taps are summed in double in order over the 16-bit
     values (8-bit · 257), rounded to the quantum (+0.5, clamped), and the 16-bit result is floor-divided by 257.
     Bit-identical to the Wand call (:func:`_motion_blur_wand`) on snow curtains of every severity and on random
-    images at any angle (``tests/shifts/video/test_shift_video_stats.py``), about ten times faster and without the
-    system library.
+    images at any angle (``tests/shifts/video/test_shift_video_stats.py``), without the system library.
     """
     width = 2 * math.ceil(radius) + 1
     s = max(abs(sigma), 1e-12)  # MagickSigma
