@@ -4,25 +4,12 @@ Both take ImageNet-C's constants (Qiu et al.; Table 37, App. E.1/E.4) and act on
 
 * **fog**: one diamond-square plasma map F per video on a P×P grid, P = the next power of two >= max(H, W),
   cropped top-left to H×W; per frame y = trunc(255·clip((x + c·F)·μ/(μ + c), 0, 1)) with μ the frame's maximum.
-* **snow**: one curtain per video, H + 3·(T-1) rows (3 px scroll per sampled frame; T = 12 gives docs/shifts/mlvp.md's
-  H + 33), Gaussian canvas -> clipped zoom -> threshold -> uint8 -> motion blur along θ ~ U(-135°, -45°); frame i
-  adds rows [3i, 3i + H) and their 180° rotation to the whitened frame.
-
-The curtain's motion blur: ``snow`` is the faithful shift and always uses ImageMagick's MotionBlur (the reference
-code's Wand call). By default (``blur_impl: imagemagick``) that is :func:`motion_blur_imagemagick`, the arithmetic
-of ImageMagick 6's MotionBlurImage (Q16) in NumPy: bit-identical to the Wand call, faster (docs/shifts/mlvp.md),
-and no system library needed. ``blur_impl: wand`` calls the library itself (PyPI ``Wand``, the ``video`` extra, and Debian
-``libmagickwand-6.q16-6``, which ``make setup`` installs as root); ``tests/shifts/video/test_shift_video_stats.py``
-checks the equality wherever Wand loads. ``snow_approx`` is the tap-sum approximation of
-``imagecorruptions`` (``taps``, docs/shifts/mlvp.md, App. E.1); it is a separate shift name, so a run never reports it as ``snow``. Its item
-seeds are those of ``snow`` (``seed_as`` in its registration), so both draw the same curtain and angle and differ
-only in the blur. ``taps`` is quantised to uint8 by truncation, as ImageMagick's 8-bit PNG blob is: against
-ImageMagick 6.9.11 Q16 (Debian libmagickwand-6.q16-6 + Wand) on snow curtains of every severity and several
-angles, the two agree exactly on 99.8 % of pixels and never differ by more than one grey level (it skips the
-16-bit rounding step and sums in another order).
-
-Fog, snow and snow_approx have exact vectorised twins over a batch of videos (each video's map or curtain from its
-own generator, on the CPU; the blend on the frames' device).
+* **snow**: one curtain per video, H + 3·(T-1) rows (3 px scroll per sampled frame), Gaussian canvas -> clipped zoom
+  -> threshold -> uint8 -> motion blur along θ ~ U(-135°, -45°); frame i adds rows [3i, 3i + H) and their 180°
+  rotation to the whitened frame. The curtain blur is ImageMagick's MotionBlur, as the reference code's Wand call:
+  by default re-done in NumPy (:func:`motion_blur_imagemagick`, bit-identical, no system library), or the library
+  itself (``blur_impl: wand``). ``snow_approx`` is ``imagecorruptions``' tap-sum approximation under its own name
+  and ``snow``'s item seeds, so both draw the same curtain and differ only in the blur (docs/shifts/mlvp.md).
 """
 
 from __future__ import annotations
