@@ -3,22 +3,9 @@
 Qiu et al. perturb images with ImageNet-C's 17 corruptions (Hendrycks & Dietterich, 2019) at its five published
 severities; these are glass blur, frost, brightness, contrast and pixelate, with the same constants. Each acts on
 the native-resolution frames (group A) and, like the MLVP shifts, draws its randomness once per video and applies
-it to every frame (docs/shifts/robustness-video.md):
-
-* ``glass_blur`` (σ, δ, passes) = (0.7, 1, 2), (0.9, 2, 1), (1, 2, 3), (1.1, 3, 2), (1.5, 4, 2): Gaussian blur σ,
-  truncate to uint8, local pixel shuffle, Gaussian blur σ again. The shuffle is the reference's sequential loop
-  over pixels (rows then columns, both descending, keeping δ from the border) that assigns to each pixel the one
-  at offset (dy, dx) ~ U{-δ, δ-1}², reading pixels already visited in the same pass; the reference's "swap" of
-  NumPy row views copies in one direction only, and that is what is reproduced. One shuffle map per video.
-* ``frost_approx`` (a, b) = (1, 0.4), (0.8, 0.6), (0.7, 0.7), (0.65, 0.7), (0.6, 0.75): y = clip(a·x + b·F, 0, 255)
-  with F a frost texture in 0..255, one per video. ImageNet-C crops F from one of five frost photographs, which we
-  do not ship: F here is procedural (see :func:`frost_texture`), so the shift is an approximation.
-* ``brightness`` c = 0.1 .. 0.5: HSV value V -> min(V + c, 1) with hue and saturation kept.
-* ``contrast`` c = 0.4, 0.3, 0.2, 0.1, 0.05: per frame and channel, y = (x - mean)·c + mean.
-* ``pixelate`` c = 0.6, 0.5, 0.4, 0.3, 0.25: PIL box downsampling to ⌊c·W⌋ × ⌊c·H⌋, nearest upsampling back.
-
-Brightness, contrast and pixelate have no randomness (the same operation on every frame). Frost, brightness and
-contrast have exact vectorised twins over a batch of videos (one frost texture per video, drawn from its own generator).
+it to every frame. ``frost_approx`` is an approximation: ImageNet-C's frost photographs are not shipped, so its
+texture is procedural (:func:`frost_texture`). Constants per severity and each shift's rule, including where it
+follows ImageNet-C's code rather than its intent: docs/shifts/robustness-video.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """Camera perturbations of Schiappa et al. (NeurIPS 2022 D&B, Sec. 3.1): static rotate, rotation, translation.
 
-Sec. 3.1 lists Camera = {StaticRotate, Rotation, Translation}, applied frame by frame. The severity scales are those
-of the authors' dataset generator (``generate_noisy_videos.py``, Maddy12/VideoLanguageModelRobustness):
-
-- static rotate: every frame rotated counter-clockwise by 7.5, 15, 30, 45, 90 degrees (PIL ``Image.rotate``: frame
-  size kept, nearest neighbour, black corners). No randomness.
-- rotation ("VarRotate"): each frame rotated by its own integer angle drawn uniformly from [-6s, 6s] degrees, the
-  same PIL rotation; the camera wobbles.
-- translation: the generator resizes each frame to a short side of 256 and crops 224 × 224 at a per-frame random
-  offset (dy, dx), each uniform in {0, ..., 8s - 1}; offsets past the 32-pixel margin (severity 5) read outside the
-  frame and come out black. Here the same crop is taken at native resolution: the window is (H, W) minus the
-  margin 32·short/256, offsets are scaled by short/256, and the crop is resized back to (H, W) (bilinear), so the
-  frame size is kept (the shift contract) while the content shakes by the same fraction of the frame. The crop of
-  the generator is square; here it keeps the frame's aspect ratio (the CLIP transform crops afterwards).
-
-Rotation samples the source pixel at floor(inverse-rotated pixel centre), PIL's nearest-neighbour rule, for all
-frames at once (one gather). MLVP processing group A: they receive the sampled native frames.
+Frame by frame on the sampled native frames (group A), with the severity scales of the authors' generator. The
+translation takes the generator's 224-crop-of-256 shake at native resolution and resizes back, so the frame size is
+kept while the content shakes by the same fraction of the frame (docs/shifts/schiappa-video.md, "Camera").
 """
 
 from __future__ import annotations

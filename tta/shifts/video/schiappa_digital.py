@@ -1,29 +1,9 @@
 """Digital perturbations of Schiappa et al. (NeurIPS 2022 D&B, Sec. 3.1): JPEG, MPEG1 and MPEG2 compression.
 
-Sec. 3.1: "Digital perturbations are related to compression and video-streaming quality. [...] JPEG is a lossy
-image compression, MPEG1 compresses video without excessive quality loss and MPEG2 is a lossy compression for video
-that is similar to MPEG1." All three are real codecs here:
-
-- JPEG: every frame saved by Pillow at quality 25, 18, 15, 10, 7 (ImageNet-C's table, as the authors' generator
-  uses it; Pillow's default 4:2:0 chroma subsampling) and decoded. Group A (sampled frames). On the CPU through
-  OpenCV's libjpeg-turbo (the same bytes as Pillow); on CUDA through the batched integer re-implementation of
-  libjpeg's lossy steps (:mod:`tta.shifts.kernels.jpeg_batch`, the same pixels).
-- MPEG1 / MPEG2: the whole video (group B, docs/shifts/mlvp.md: frames) is encoded with PyAV's bundled FFmpeg at a fixed
-  quantiser scale q (``qmin = qmax = q``, the effect of ``ffmpeg -q:v q``) and decoded back, all in memory. The
-  authors' generator runs ``ffmpeg -c:v mpeg2video -q:v 20s`` for "codec1" (MPEG1 in the paper) and ``ffmpeg -c:v
-  mpeg4 -q:v 15s`` for "codec2" (MPEG2). Two differences, with the default here:
-
-  ============ ===================================== ============================ =================================
-  option       authors' code                         paper                        default here
-  ============ ===================================== ============================ =================================
-  ``codec``    mpeg2video (MPEG1), mpeg4 (MPEG2)     MPEG1, MPEG2                 mpeg1video, mpeg2video (= paper)
-  ``scale``    q = 20s / 15s, but FFmpeg clips q to  not stated                   ``monotone``: from the code's
-               its qmax 31, so severities 2-5 (MPEG1)                             severity-1 value to the ceiling
-               and 3-5 (MPEG2) are identical                                      31 in equal steps
-  ============ ===================================== ============================ =================================
-
-  ``scale: code`` gives min(20s, 31) and min(15s, 31) (the quantisers FFmpeg actually used). Frames are padded to
-  even sizes by edge replication for 4:2:0 and cropped back; the encoder runs single-threaded and is deterministic.
+All three are real codecs: JPEG per sampled frame (group A; libjpeg-turbo through OpenCV on the CPU, the same
+pixels as Pillow, and an exact tensor re-implementation on CUDA), MPEG1 and MPEG2 over the whole video (group B)
+with PyAV's FFmpeg at a fixed quantiser scale. ``codec`` and ``scale`` choose between the paper's codecs and the
+authors' code, whose quantisers saturate at FFmpeg's ceiling (docs/shifts/schiappa-video.md, "Digital").
 """
 
 from __future__ import annotations

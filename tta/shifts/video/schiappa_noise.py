@@ -1,37 +1,10 @@
 """Noise and blur perturbations of Schiappa et al. (NeurIPS 2022 D&B, Sec. 3.1) not in MLVP: shot noise, speckle
 noise and zoom blur (ImageNet-C formulas, Hendrycks & Dietterich 2019, applied frame by frame).
 
-Sec. 3.1: "we extend image-based perturbations from [ImageNet-C] to videos"; Noise = {impulse, gaussian, shot,
-speckle}, Blur = {zoom, defocus, motion}, applied frame by frame. Gaussian, impulse, defocus and motion blur are the
-MLVP shifts; the three below complete the suite. Severity scales (``scale: schiappa``, default) are those of the
-authors' generator (``generate_noisy_videos.py``, Maddy12/VideoLanguageModelRobustness); ``scale: imagenet_c`` uses
-ImageNet-C's 224-pixel table instead (as in the ``imagecorruptions`` package):
-
-============= ======================================== ======================================= ==================
-shift         schiappa (default)                       imagenet_c                              formula, x in [0,1]
-============= ======================================== ======================================= ==================
-shot_noise    c = 250, 100, 50, 30, 15                 c = 60, 25, 12, 5, 3                    Poisson(x·c) / c
-speckle_noise σ = 0.15, 0.20, 0.25, 0.30, 0.35         σ = 0.15, 0.20, 0.35, 0.45, 0.60        x + x·N(0, σ²)
-zoom_blur     zooms np.arange(1, z_max, step): (1.11, 0.01), (1.16, 0.01), (1.21, 0.02), (1.26, 0.02), (1.31, 0.03)
-============= ======================================== ======================================= ==================
-
-Zoom blur averages the frame with its centre crops of size ceil(H/z) × ceil(W/z), each upsampled by z (bilinear,
-corner-aligned: SciPy ``zoom(order=1)``) and centre-trimmed to H × W; the zoom lists are the same in both tables
-(NumPy's arange gives 12, 16, 11, 13 and 11 factors). Output: trunc(255·clip(y, 0, 1)).
-
-Temporal mode: the authors' code draws a fresh noise field for every frame (``iid``, default). ``static`` (speckle
-only) draws one N(0, σ²) field per video, as MLVP does for its Gaussian noise; Poisson noise depends on the pixel
-value, so shot noise has no static form. Zoom blur processes all frames at once; the two noises go frame by frame
-on the CPU (see "Sampling" below). Group A.
-Speckle noise and zoom blur have exact vectorised twins over a batch of videos (shot noise's Poisson draw needs the
-rate, so it stays per video).
-
-Sampling (docs/shifts/mlvp.md, "Speed"): both noises are drawn by inversion from one uniform 16-bit integer
-k per value (NumPy generator derived from the item's torch generator), which is several times cheaper than a
-float Poisson or Gaussian draw. Speckle: N(0, 1) is Φ⁻¹((k + ½)/2¹⁶) (|n| <= 4.3; the tails beyond carry
-1.7e-5 of the mass). Shot: one table per rate c gives the output grey level of every (pixel value, k), the
-Poisson quantile of (k + ½)/2¹⁶ at rate x·c; every probability is then a multiple of 2⁻¹⁶ (total-variation
-distance to the exact Poisson law <= 0.001 at each rate). Counts above c give 255 either way, so the table stops there.
+``scale: schiappa`` (default) takes the authors' generator's severities, ``scale: imagenet_c`` ImageNet-C's table;
+``temporal: static`` (speckle only) draws one field per video as MLVP does. Both noises are drawn by inversion from
+one 16-bit uniform integer per value, the same law as a float draw at a fraction of the cost. Constants, formulas
+and the sampling's error bounds: docs/shifts/schiappa-video.md, "Noise and blur".
 """
 
 from __future__ import annotations

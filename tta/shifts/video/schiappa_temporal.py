@@ -1,37 +1,10 @@
 """Temporal perturbations of Schiappa et al. (NeurIPS 2022 D&B, Sec. 3.1): sampling, reverse sampling, jumbling,
 box jumbling and freeze.
 
-Sec. 3.1: "Sampling rate slows the playback speed by sampling frames uniformly at a varying level of rates and
-reverse sampling does so in the reverse order of the original sequence. Jumbling splits a video into segments and
-randomly shuffles the frames in that segment while Box jumbling randomly shuffles the segments. Freezing simulates
-when live streaming buffers, freezing on random frames for random durations." The paper's text gives no severity
-table; the scales below are those of the authors' dataset generator (``generate_noisy_videos.py`` of
-Maddy12/VideoLanguageModelRobustness, which wrote MSRVTT-P / YouCook2-P):
-
-============== =================================================== ==========================================
-shift          severity 1..5                                       rule
-============== =================================================== ==========================================
-sampling       rate r = 2, 4, 8, 16, 32                            keep every r-th frame, show each r times
-reverse_samp.  rate r = 2, 4, 8, 16, 32                            the same, played backwards
-jumbling       segment length 4, 8, 16, 32, 64 (2^(s+1))           shuffle frames inside each segment
-box_jumbling   segment length 2, 4, 8, 16, 32 (2^s)                shuffle the order of the segments
-freeze         anchors k = 40 %, 20 %, 10 %, max(5 %, 2), 1 of T   hold each random anchor until the next one
-============== =================================================== ==========================================
-
-All five work on the whole decoded video (MLVP processing group B, docs/shifts/mlvp.md: frames): the pipeline samples the
-clip's frames from what they return. They keep the frame count T (the generator writes ceil(T/r)·r frames for
-(reverse) sampling; the tail beyond T is cut, and the reversed sequence starts from the last kept frame).
-
-Differences from the authors' code, with the default here:
-
-- freeze: the generator's table is 0.4, 0.2, 0.1, max(0.05, 2/T), max(0.1, 1/T), so severity 5 freezes *less* than
-  4; its commented-out first table has one anchor at severity 5. ``anchors: monotone`` (default) uses that first
-  table (degradation grows with severity), ``anchors: code`` the final one. The generator also drops the frames
-  before the first anchor (the video gets shorter); the on-the-fly module (``video_perturbations.py``) always adds
-  frame 0 as an anchor, which keeps T: done here.
-- jumbling / box jumbling: the on-the-fly module uses other segment lengths (64 // 2^s and (s+1)^2); the dataset
-  generator's are used. Box jumbling is not monotone in the number of displaced frames (longer boxes = fewer boxes);
-  its severity is the box length.
+The paper gives no severity table; the scales are those of the authors' dataset generator. All five work on the
+whole decoded video (group B) and keep the frame count. Where the authors' code and the paper part ways (freeze's
+non-monotone table, jumbling's segment lengths), ``anchors`` and the defaults choose; the rules, scales and
+differences are in docs/shifts/schiappa-video.md, "Temporal".
 """
 
 from __future__ import annotations
