@@ -10,7 +10,6 @@ import torch
 
 from tta.media.frames import uniform_frame_indices
 from tta.shifts.kernels.blur import blend_torch, masks_from_flows, rgb_to_grey
-from tta.shifts.kernels.farneback import farneback
 from tta.shifts.kernels.motion_store import ClipMotion, MotionStore, flow_frames
 from tta.shifts.registry import register_batched
 from tta.shifts.video.common import ShiftContext
@@ -97,6 +96,8 @@ def _twin_flows(frames: torch.Tensor, indices: list[int], todo: list[int], keys:
                 store: MotionStore | None, angles: bool) -> None:
     """Fill ``out[c]`` for the clips ``todo`` with the torch Farnebäck's masks and means, storing them under
     ``keys[c]``."""
+    from tta.shifts.kernels.farneback import farneback  # loaded when a twin first runs, not with every shift
+
     _, _, h, w, _ = frames.shape
     flows = torch.zeros(len(todo), len(indices), h, w, 2, device=frames.device)
     moving = [i for i, t in enumerate(indices) if t > 0]
