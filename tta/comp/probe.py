@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,20 +226,27 @@ class ProbeAfterStream(L.Callback):
         return {"comp": probe_models(self.cfg, self.cache, {"adapted": adapter.model, "source": self.load_source()})}
 
 
-def run_comp_task(cfg: DictConfig, scenario, cache: Path, run_dir: Path, t_start: float) -> dict:
-    """``task=comp``: the probe scored with the source model, written to ``results.json``."""
+def run_comp_task(cfg: DictConfig, run_dir: Path | None = None) -> dict:
+    """The job of ``task=comp``: the probe scored with the source model, written to ``results.json``."""
     from tta.results import provenance
+    from tta.scenario import Scenario
+    from tta.stages import RunScope, open_run
     from tta.utils.io import atomic_write_json
 
-    if cfg.adapter.name != "source" or cfg.shift.name != "clean" or cfg.scenario.get("stream"):
-        raise ValueError(f"task=comp scores the source model alone (got adapter={cfg.adapter.name}, "
-                         f"shift={cfg.shift.name}); to probe an adapted model run task=v2t or task=t2v with "
-                         f"comp_probe.enabled=true")
-
-    model = scenario.load_model(cfg, cache)
-    record = {"task": "comp", "comp": probe_models(cfg, cache, {"source": model}),
-              "config": OmegaConf.to_container(cfg, resolve=True), "provenance": provenance(cfg, t_start)}
-    atomic_write_json(run_dir / "results.json", record)
+    t_start = time.time()
+    cfg, run_dir, previous = open_run(cfg, run_dir)
+    if previous is not None:  # this config's complete results are there already
+        return previous
+    with RunScope(cfg, run_dir) as scope:
+        scenario = Scenario.from_config(cfg)
+        if cfg.adapter.name != "source" or cfg.shift.name != "clean" or cfg.scenario.get("stream"):
+            raise ValueError(f"task=comp scores the source model alone (got adapter={cfg.adapter.name}, "
+                             f"shift={cfg.shift.name}); to probe an adapted model run task=v2t or task=t2v with "
+                             f"comp_probe.enabled=true")
+        model = scenario.load_model(cfg, scope.cache)
+        record = {"task": "comp", "comp": probe_models(cfg, scope.cache, {"source": model}),
+                  "config": OmegaConf.to_container(cfg, resolve=True), "provenance": provenance(cfg, t_start)}
+        atomic_write_json(run_dir / "results.json", record)
     return record
 
 
