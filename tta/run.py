@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from tta.console import print_results
 from tta.stages import DATASET_STAGES, RunScope, open_run, register_resolvers
 from tta.utils.cli import command_line_errors, exit_on_user_error
-from tta.utils.config import print_config_tree
+from tta.utils.config import CONF_DIR, print_config_tree
 from tta.utils.signals import RunInterrupted
 from tta.utils.sweep import SKIPPED
 
@@ -33,7 +33,7 @@ log = logging.getLogger("tta.run")
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """One run of ``cfg`` and its results record (also written to ``results.json``): the job its task names by
-    ``job._target_`` (:func:`stream`, or ``task=comp``'s probe of the source model alone)."""
+    ``job._target_`` (:func:`stream`, or :func:`without_stream` for ``task=comp``'s probe)."""
     from hydra.utils import get_method
 
     return get_method(cfg.job._target_)(cfg, run_dir)
@@ -88,7 +88,25 @@ def stream(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[st
     return record
 
 
-@hydra.main(config_path="conf", config_name="run", version_base="1.3")
+def without_stream(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The job of a task that streams nothing (``task=comp``): the record ``job.record`` computes from the scenario
+    and the cache, written to ``run_dir/results.json``."""
+    from hydra.utils import get_method
+
+    t_start = time.time()
+    cfg, run_dir, previous = open_run(cfg, run_dir)
+    if previous is not None:  # this config's complete results are there already
+        return previous
+    from tta.scenario import Scenario
+    from tta.utils.io import atomic_write_json
+
+    with RunScope(cfg, run_dir) as scope:
+        record = get_method(cfg.job.record)(cfg, Scenario.from_config(cfg), scope.cache, t_start)
+        atomic_write_json(run_dir / "results.json", record)
+    return record
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> str | None:
     """The command line: one run, or one job of a sweep (whose callbacks print its line and the summary)."""
     from hydra.core.hydra_config import HydraConfig

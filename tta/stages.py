@@ -219,7 +219,7 @@ def matmul_precision(cfg: DictConfig):
 
 
 def register_resolvers() -> None:
-    """The config resolvers of tta/conf: ``${tta_dirname:...}`` (sweep job directories) and
+    """The config resolvers of conf: ``${tta_dirname:...}`` (sweep job directories) and
     ``${tta_query_task:<shift>}`` (experiment configs that sweep both directions). The entry point registers them."""
     from tta.utils.sweep import job_dirname
 
