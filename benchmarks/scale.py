@@ -7,7 +7,7 @@
 No encoder runs: query and gallery embeddings (D = 512, L2-normalised) come from a seeded generative model, and each
 batch of 16 queries is scored as q @ gallery^T (computed as (gallery @ q^T)^T), then goes through the adapter's own ``test_step`` (the method's
 refinement, then :class:`tta.metrics.streaming.StreamScores`: ranks and top-15 neighbours, no score matrix kept).
-Adapters are built by the runner's :func:`tta.adapters.build_adapter` from ``tta/conf/adapter/<name>.yaml``.
+Adapters are built by the runner's :func:`tta.adapters.build_adapter` from ``conf/adapter/<name>.yaml``.
 
 Embeddings (docs/results/scale.md, "Embeddings"). Seed pairs (``--seed-pairs``, default 2,000) are read from
 ``--features FILE`` (a torch file with ``queries`` and ``gallery``, (N, D) each, row i of one paired with row i

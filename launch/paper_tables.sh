@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Reproduce the HAT-VTR paper's main tables (Tables 1-5) on a SLURM cluster with the real datasets and checkpoints:
-# one Hydra multirun per table, each an experiment config in tta/conf/experiment/ (the sweep is written there).
+# one Hydra multirun per table, each an experiment config in conf/experiment/ (the sweep is written there).
 #
 #   bash launch/paper_tables.sh <cluster overlay> [table ...]      e.g.  bash launch/paper_tables.sh example_cluster 1 3
 #
 # Needs: pip install -e '.[slurm,report]'; dataset roots in MSRVTT_ROOT / ACTIVITYNET_ROOT / LSMDC_ROOT / MSVD_ROOT /
-# DIDEMO_ROOT (tta/conf/data/*.yaml); converted fine-tuned checkpoints (python -m tta.models.convert) named
+# DIDEMO_ROOT (conf/data/*.yaml); converted fine-tuned checkpoints (python -m tta.models.convert) named
 # <model>_<dataset>.pt in CKPT_DIR; a cluster overlay in launch/hydra/launcher/<name>.yaml (see example_cluster.yaml).
 # Each experiment writes outputs/experiments/<experiment>; re-running finishes only the missing jobs, and
 # `python -m tta.report outputs/experiments/<experiment>` renders it (compare with launch/README.md).

@@ -26,7 +26,7 @@ def tiny_cache(tmp_path_factory) -> Path:
 
 
 def tiny_overrides(cache: Path, *extra: str) -> list[str]:
-    """Overrides of a tiny run (tta/conf/debug/tiny.yaml) in ``cache``."""
+    """Overrides of a tiny run (conf/debug/tiny.yaml) in ``cache``."""
     return ["debug=tiny", f"paths.cache_dir={cache}", *extra]
 
 

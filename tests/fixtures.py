@@ -170,7 +170,7 @@ def adapter_config(adapter: str, task: str, head: str, overrides: tuple[str, ...
 
 
 def make_fast_adapter(env: FastEnv, adapter: str, *overrides: str, model: RetrievalModel | None = None):
-    """``tta/conf/adapter/<adapter>.yaml`` built by the runner's own :func:`tta.adapters.build_adapter`, bound to a
+    """``conf/adapter/<adapter>.yaml`` built by the runner's own :func:`tta.adapters.build_adapter`, bound to a
     copy of ``env.model`` (or ``model``). The fast tier has no training split: adapters that ask for clean source
     pairs belong to the full tier (tests/adapters/adapter_env.py)."""
     from tta.adapters import build_adapter

@@ -17,7 +17,7 @@ from tta.media.frames import uniform_frame_indices
 from tta.shifts import registry
 from tta.synth.build import write_mp4
 
-CONF = str(Path(__file__).resolve().parents[1] / "tta" / "conf")
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
 T, H, W = 20, 48, 64
 
 

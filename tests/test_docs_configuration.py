@@ -1,4 +1,4 @@
-"""docs/configuration.md against tta/conf/: every choice of a config group is documented, and no documented choice
+"""docs/configuration.md against conf/: every choice of a config group is documented, and no documented choice
 is missing, so the page cannot fall behind a new adapter, dataset or shift."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import tta
+from tta.utils.config import CONF_DIR as CONF
 
-CONF = Path(tta.__file__).resolve().parent / "conf"
 DOCS = Path(tta.__file__).resolve().parent.parent / "docs"
-#: choices that come from an installed Hydra plugin, not from a file in tta/conf/
+#: choices that come from an installed Hydra plugin, not from a file in conf/
 PLUGIN_CHOICES = {"hydra/launcher": {"submitit_local"}}
 GROUPS = ("model", "data", "scenario", "task", "adapter", "posthoc", "trainer", "logger", "callbacks",
           "hydra/launcher", "paths")

@@ -19,9 +19,10 @@ import pytest
 from tests.conftest import tiny_overrides
 from tta.media.video import video_decoder
 from tta.run import run
-from tta.utils.config import compose
+from tta.utils.config import CONF_DIR, compose
 
 REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"  # the configs' one place in the repository; the wheel ships them as tta/conf
 
 
 def _can_build_wheels() -> bool:
@@ -35,9 +36,18 @@ def _can_build_wheels() -> bool:
 
 
 def _data_files() -> set[str]:
-    """Every non-Python file of the package source, as a path inside the wheel."""
-    return {p.relative_to(REPO).as_posix() for p in (REPO / "tta").rglob("*")
-            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
+    """Every non-Python file of the package source and every config of the top-level conf/, as a path inside the
+    wheel (the configs under tta/conf)."""
+    package = {p.relative_to(REPO).as_posix() for p in (REPO / "tta").rglob("*")
+               if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
+    return package | {f"tta/conf/{p.relative_to(CONF).as_posix()}" for p in CONF.rglob("*") if p.is_file()}
+
+
+def test_a_checkout_reads_its_top_level_conf():
+    """In the repository (and an editable install of it) the configs are read where users browse them, and only
+    there: the wheel's tta/conf is made from conf/ at build time."""
+    assert CONF_DIR == CONF and (CONF / "run.yaml").is_file()
+    assert not list((REPO / "tta").rglob("*.yaml")), "configs belong in the top-level conf/"
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +58,9 @@ def installed_venv(tmp_path_factory) -> Path:
         pytest.skip('building a wheel needs setuptools>=70.1 (or the wheel package): pip install "setuptools>=70.1"')
     tmp = tmp_path_factory.mktemp("install")
     src = tmp / "src"  # a copy, so a stale build/ of the checkout cannot leak files into the wheel
-    shutil.copytree(REPO / "tta", src / "tta", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("tta", "conf"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, src / name)
     wheels = tmp / "wheels"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -57,7 +68,7 @@ def installed_venv(tmp_path_factory) -> Path:
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = wheels.glob("tta-*.whl")
     missing = _data_files() - set(zipfile.ZipFile(wheel).namelist())
-    assert not missing, f"package data missing from the wheel (pyproject.toml [tool.setuptools.package-data]): {missing}"
+    assert not missing, f"package data missing from the wheel (setup.py, pyproject.toml package-data): {missing}"
 
     env_dir = tmp / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=os.name != "nt").create(env_dir)
@@ -96,12 +107,14 @@ def test_installed_wheel_runs_outside_the_repository(installed_venv, tiny_cache,
     away = tmp_path / "elsewhere"
     away.mkdir()
     assert REPO not in away.resolve().parents
-    where = subprocess.run([str(installed_venv), "-c", "import tta; print(tta.__file__)"], cwd=away,
+    where = subprocess.run([str(installed_venv), "-c", "import tta; from tta.utils.config import CONF_DIR; "
+                            "print(tta.__file__); print(CONF_DIR)"], cwd=away,
                            capture_output=True, text=True, timeout=120, env=_clean_env())
     assert where.returncode == 0, where.stderr[-3000:]
-    imported = Path(where.stdout.strip()).resolve()
+    imported, configs = (Path(line).resolve() for line in where.stdout.split())
     assert installed_venv.parent.parent.resolve() in imported.parents, imported
     assert REPO.resolve() not in imported.parents, imported
+    assert configs == imported.parent / "conf", configs  # the wheel's copy, not the checkout's conf/
 
     overrides = tiny_overrides(tiny_cache)
     cli = subprocess.run([str(installed_venv), "-m", "tta.run", *overrides, f"hydra.run.dir={away / 'run'}"],

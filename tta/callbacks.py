@@ -180,5 +180,5 @@ def configured_callbacks(callbacks_cfg) -> list[L.Callback]:
     from tta.utils.config import nested_targets
 
     entries = nested_targets(callbacks_cfg, "callbacks", "add one with +callbacks.<key>._target_=<class> or choose "
-                             "callbacks=<name> (tta/conf/callbacks/)")
+                             "callbacks=<name> (conf/callbacks/)")
     return [instantiate(entry, _convert_="all") for _, entry in entries]

@@ -35,6 +35,7 @@ from tta.shifts import item_seed, perturb_video, video_shift_names
 from tta.shifts.registry import get_shift
 from tta.shifts.video.common import ShiftContext
 from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.config import CONF_DIR
 from tta.utils.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -246,7 +247,7 @@ def sheet_resources(cfg: DictConfig, pairs, shown: set[str]) -> dict:
     return resources
 
 
-@hydra.main(config_path="conf", config_name="contact_sheet", version_base="1.3")
+@hydra.main(config_path=str(CONF_DIR), config_name="contact_sheet", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         run_contact_sheet(cfg)

@@ -24,6 +24,7 @@ from tta.scenario import Scenario
 from tta.sharding import gallery_ranks
 from tta.stages import check_precision, data_settings
 from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.config import CONF_DIR
 from tta.utils.config_rules import validate_config
 from tta.utils.paths import cache_root
 from tta.utils.seeding import seed_everything
@@ -67,7 +68,7 @@ def encode_segment(model, items, setting: EncodeSetting, batch_size: int) -> tor
     return encode_texts(model, [items.text(i) for i in range(len(items))], batch_size=batch_size, setting=setting)
 
 
-@hydra.main(config_path="conf", config_name="export", version_base="1.3")
+@hydra.main(config_path=str(CONF_DIR), config_name="export", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 

@@ -33,6 +33,7 @@ from tta.data.stream import ShiftSpec
 from tta.media.transforms import clip_transform
 from tta.shifts.video.mixed import is_mixed, plan_summary
 from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.config import CONF_DIR
 from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_pool
 from tta.utils.io import atomic_torch_save, atomic_write_bytes, atomic_write_json
@@ -205,7 +206,7 @@ def perturb(cfg: DictConfig) -> Path:
     return out
 
 
-@hydra.main(config_path="conf", config_name="perturb", version_base="1.3")
+@hydra.main(config_path=str(CONF_DIR), config_name="perturb", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         path = perturb(cfg)

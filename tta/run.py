@@ -2,9 +2,9 @@
 
 One run = one (dataset, backbone, direction, adapter, shift, severity, seed), in named stages: scenario -> source
 model and data (screened pairs, cached gallery, query stream) -> adapter -> Trainer.test over the stream -> scored
-results written to the run directory (docs/outputs.md). The parts come from the config (tta/stages.py): the data
-stages by ``data._target_``, a task that is no stream by ``job`` (``task=comp``), extra record fields from the
-callbacks that have them (``comp_probe.enabled``).
+results written to the run directory (docs/outputs.md). The parts come from the config (tta/stages.py): the
+job by the task's ``job._target_`` (:func:`stream`, or ``task=comp``'s probe), the data stages by ``data._target_``,
+extra record fields from the callbacks that have them (``comp_probe.enabled``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from omegaconf import DictConfig
 # Only light modules here: torch, Lightning and the models load when a run starts, so that a misspelt option or a
 # bad value is answered in about a second (tta/utils/cli.py), not after ten seconds of imports.
 from tta.console import print_results
-from tta.stages import DATASET_STAGES, RunScope, prepare_config, register_resolvers
+from tta.stages import DATASET_STAGES, RunScope, open_run, register_resolvers
 from tta.utils.cli import command_line_errors, exit_on_user_error
-from tta.utils.config import print_config_tree
+from tta.utils.config import CONF_DIR, print_config_tree
 from tta.utils.signals import RunInterrupted
 from tta.utils.sweep import SKIPPED
 
@@ -32,16 +32,20 @@ log = logging.getLogger("tta.run")
 
 
 def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Execute one online TTA run and return the results record (also written to ``results.json``)."""
+    """One run of ``cfg`` and its results record (also written to ``results.json``): the job its task names by
+    ``job._target_`` (:func:`stream`, or :func:`without_stream` for ``task=comp``'s probe)."""
+    from hydra.utils import get_method
+
+    return get_method(cfg.job._target_)(cfg, run_dir)
+
+
+def stream(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The job of ``task=v2t|t2v``: the adapter over the query stream, scored and written to ``run_dir``."""
     from hydra.utils import get_method
 
     t_start = time.time()
-    cfg = prepare_config(cfg)
-    from tta.results import code_revision, complete_results  # after the checks: a bad value is answered at once
-
-    code_revision()  # the revision of the code this run imported, before anyone can commit during it
-    run_dir = Path(run_dir or os.getcwd())
-    if cfg.get("skip_complete", False) and (previous := complete_results(run_dir, cfg)) is not None:
+    cfg, run_dir, previous = open_run(cfg, run_dir)
+    if previous is not None:  # this config's complete results are there already
         return previous
     from tta.callbacks import RESUME_FILE, resume_point, run_callbacks
     from tta.data.shift_effect import InputDistances
@@ -54,8 +58,6 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
 
     with RunScope(cfg, run_dir) as scope:
         scenario = Scenario.from_config(cfg)
-        if cfg.get("job"):  # a task that is no stream (task=comp: the VideoComp probe of the source model alone)
-            return get_method(cfg.job)(cfg, scenario, scope.cache, run_dir, t_start)
         start_batch, state = resume_point(run_dir, cfg)
         parts = get_method(cfg.data.get("_target_", DATASET_STAGES))(cfg, scenario, scope.cache, start_batch)
         reference = parts.data.clean_reference()  # before the adapter touches the model
@@ -86,11 +88,30 @@ def run(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, 
     return record
 
 
-@hydra.main(config_path="conf", config_name="run", version_base="1.3")
+def without_stream(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The job of a task that streams nothing (``task=comp``): the record ``job.record`` computes from the scenario
+    and the cache, written to ``run_dir/results.json``."""
+    from hydra.utils import get_method
+
+    t_start = time.time()
+    cfg, run_dir, previous = open_run(cfg, run_dir)
+    if previous is not None:  # this config's complete results are there already
+        return previous
+    from tta.scenario import Scenario
+    from tta.utils.io import atomic_write_json
+
+    with RunScope(cfg, run_dir) as scope:
+        record = get_method(cfg.job.record)(cfg, Scenario.from_config(cfg), scope.cache, t_start)
+        atomic_write_json(run_dir / "results.json", record)
+    return record
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> str | None:
     """The command line: one run, or one job of a sweep (whose callbacks print its line and the summary)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
+    from hydra.utils import get_method
 
     register_resolvers()  # a sweep's job may run in another process (submitit) and resolve the config there
     hc = HydraConfig.get()
@@ -98,7 +119,7 @@ def main(cfg: DictConfig) -> str | None:
     if cfg.get("print_config", False):
         print_config_tree(cfg)
     try:
-        results = run(cfg, run_dir)
+        results = get_method(cfg.job._target_)(cfg, run_dir)  # run(cfg, run_dir) without its frame
     except RunInterrupted as e:  # the state is saved: exit "interrupted, resumable" (or requeue under submitit)
         if multirun:  # a BaseException: Hydra does not hand it to the sweep's callbacks
             from tta.utils.sweep import end_interrupted_job

@@ -113,7 +113,7 @@ def train_data_config(cfg: DictConfig) -> DictConfig:
     try:
         return compose("run", overrides).data
     except HydraException as e:
-        raise ValueError(f"scenario.train_data={name!r} is not a dataset of tta/conf/data/ (or its overrides "
+        raise ValueError(f"scenario.train_data={name!r} is not a dataset of conf/data/ (or its overrides "
                          f"{overrides[1:]} do not apply): {e}") from e
 
 

@@ -1,6 +1,7 @@
-"""The parts a run (tta/run.py) composes, each built from the config: the run's scope (its directory, signals,
-precision, loggers), the data stages (a dataset's, or exported features' by ``data._target_``), the adapter, the
-loggers and the Trainer. Heavy modules load inside the functions, when a run starts."""
+"""The parts a run (tta/run.py) composes, each built from the config: its opening (checks, code revision, complete
+results), its scope (directory, signals, precision, loggers), the data stages (a dataset's, or exported features' by
+``data._target_``), the adapter, the loggers and the Trainer. Heavy modules load inside the functions, when a run
+starts."""
 
 from __future__ import annotations
 
@@ -37,6 +38,20 @@ def prepare_config(cfg: DictConfig) -> DictConfig:
     check_precision(cfg)
     validate_config(cfg)
     return cfg
+
+
+def open_run(cfg: DictConfig, run_dir: str | Path | None) -> tuple[DictConfig, Path, dict | None]:
+    """What every job (``job._target_``) does first: the config prepared and checked (a bad value is answered before
+    anything loads), the code's revision taken, and the complete results of this very config when ``run_dir``
+    holds them (``skip_complete``)."""
+    import os
+
+    cfg = prepare_config(cfg)
+    from tta.results import code_revision, complete_results
+
+    code_revision()  # the revision of the code this run imported, before anyone can commit during it
+    run_dir = Path(run_dir or os.getcwd())
+    return cfg, run_dir, complete_results(run_dir, cfg) if cfg.get("skip_complete", False) else None
 
 
 @dataclass
@@ -233,7 +248,7 @@ def matmul_precision(cfg: DictConfig):
 
 
 def register_resolvers() -> None:
-    """The config resolvers of tta/conf: ``${tta_dirname:...}`` (sweep job directories) and
+    """The config resolvers of conf: ``${tta_dirname:...}`` (sweep job directories) and
     ``${tta_query_task:<shift>}`` (experiment configs that sweep both directions). The entry point registers them."""
     from tta.utils.sweep import job_dirname
 

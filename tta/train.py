@@ -39,6 +39,7 @@ from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, en
 from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
 from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.config import CONF_DIR
 from tta.utils.config_rules import validate_config
 from tta.utils.io import atomic_torch_save
 from tta.utils.progress import progress_iter, report_progress, setup_active
@@ -419,7 +420,7 @@ def train(cfg: DictConfig) -> Path:
     return out
 
 
-@hydra.main(config_path="conf", config_name="train", version_base="1.3")
+@hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
         train(cfg)

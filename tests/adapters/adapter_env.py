@@ -70,7 +70,7 @@ def _composed(cache: str, model: str, task: str, adapter: str, overrides: tuple[
 
 
 def make_adapter(env: Env, adapter: str, *overrides: str, model: RetrievalModel | None = None) -> OnlineAdapter:
-    """``tta/conf/adapter/<adapter>.yaml`` (with overrides) built by :func:`tta.adapters.build_adapter`, as the
+    """``conf/adapter/<adapter>.yaml`` (with overrides) built by :func:`tta.adapters.build_adapter`, as the
     runner builds it, and bound to a copy of the env's model."""
     cfg = _composed(str(env.cache), env.cfg.model.name, env.cfg.task, adapter, tuple(overrides))
     model = model if model is not None else copy.deepcopy(env.model)

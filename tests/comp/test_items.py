@@ -97,7 +97,7 @@ def test_read_activitynet_events_refuses_unpaired_timestamps(tmp_path):
 def test_activitynet_items_from_timestamps_and_wordnet(tmp_path):
     from tta.comp.items import load_comp_items
 
-    cfg = OmegaConf.load(REPO / "tta" / "conf" / "data" / "activitynet.yaml")
+    cfg = OmegaConf.load(REPO / "conf" / "data" / "activitynet.yaml")
     cfg.root = str(_anet_root(tmp_path))
     items = load_comp_items(cfg, "test", tmp_path)
     assert [it.video_id for it in items] == ["v_QOlSCBRmfWY"]  # one event: no composition to probe

@@ -37,7 +37,7 @@ REAL_MSRVTT = REPO.parent / "shared" / "data" / "MSRVTT_JSFUSION_test.csv"
 
 def data_cfg(name: str, root: Path | None, **over):
     """The real conf/data/<name>.yaml with the root (and overrides) set, as a run would compose it."""
-    cfg = OmegaConf.load(REPO / "tta" / "conf" / "data" / f"{name}.yaml")
+    cfg = OmegaConf.load(REPO / "conf" / "data" / f"{name}.yaml")
     cfg.root = None if root is None else str(root)
     for k, v in over.items():
         cfg[k] = v
@@ -330,13 +330,13 @@ def test_didemo_errors(tmp_path):
                                       ("msvd", "MSVD_ROOT"), ("didemo", "DIDEMO_ROOT"), ("msrvtt", "MSRVTT_ROOT")])
 def test_registry_root_from_env_and_missing_root(tmp_path, monkeypatch, name, env):
     monkeypatch.delenv(env, raising=False)
-    cfg = OmegaConf.load(REPO / "tta" / "conf" / "data" / f"{name}.yaml")
+    cfg = OmegaConf.load(REPO / "conf" / "data" / f"{name}.yaml")
     assert cfg.root is None
     with pytest.raises(ValueError, match="needs data.root .*: the dataset's directory holding root/") as info:
         load_pairs(cfg, "test", tmp_path)
     assert f"(or {env})" in str(info.value)
     monkeypatch.setenv(env, str(tmp_path / "nowhere"))
-    cfg = OmegaConf.load(REPO / "tta" / "conf" / "data" / f"{name}.yaml")
+    cfg = OmegaConf.load(REPO / "conf" / "data" / f"{name}.yaml")
     assert cfg.root == str(tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match="data.root=.*nowhere is not a directory"):
         load_pairs(cfg, "test", tmp_path)

@@ -1,8 +1,8 @@
 """The one results pipeline: tta.report over committed row files and sweeps, the docs/results pages, the experiment
-configs (tta/conf/experiment) and the tiny debug config (tta/conf/debug/tiny.yaml).
+configs (conf/experiment) and the tiny debug config (conf/debug/tiny.yaml).
 
 The experiment and debug tests compose ``experiment=<name>`` / ``debug=tiny``: they need the two optional entries
-of tta/conf/run.yaml's defaults list (``- optional experiment: null``, ``- optional debug: null`` after ``_self_``).
+of conf/run.yaml's defaults list (``- optional experiment: null``, ``- optional debug: null`` after ``_self_``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from tta.utils.config import compose
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-EXPERIMENTS = sorted(p.stem for p in (ROOT / "tta" / "conf" / "experiment").glob("*.yaml"))
-CONF = ROOT / "tta" / "conf"
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+CONF = ROOT / "conf"
 
 
 def _write_rows(path: Path, rows: list[dict]) -> Path:

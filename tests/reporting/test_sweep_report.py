@@ -239,7 +239,7 @@ def test_launcher_configs_and_cluster_overlay_compose():
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(str(ROOT / "tta" / "conf"), version_base="1.3"):
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
         slurm = hydra_compose("run", ["hydra/launcher=slurm"], return_hydra_config=True)
         local = hydra_compose("run", ["hydra/launcher=local"], return_hydra_config=True)
     assert slurm.hydra.launcher._target_.endswith("SlurmLauncher") and slurm.hydra.launcher.gpus_per_node == 1
@@ -256,15 +256,15 @@ def test_paper_table_experiments_name_registered_shifts_and_compose():
 
     from tta.shifts import text_shift_names, video_shift_names
 
-    conf = ROOT / "tta" / "conf" / "experiment"
+    conf = ROOT / "conf" / "experiment"
 
-    with initialize_config_dir(str(ROOT / "tta" / "conf"), version_base="1.3"):
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
         t1 = hydra_compose("run", ["experiment=paper-table1-qs-v2t-msrvtt"], return_hydra_config=True)
         t3 = hydra_compose("run", ["experiment=paper-table3-qs-t2v-msrvtt"], return_hydra_config=True)
     video = t1.hydra.sweeper.params["shift"].split(",")
     text = t3.hydra.sweeper.params["shift"].split(",")
     assert len(video) == 12 and len(text) == 15 and (conf / "paper-table5-zeroshot.yaml").exists()
-    for name in video + text:  # each is a tta/conf/shift choice that resolves to a registered shift
+    for name in video + text:  # each is a conf/shift choice that resolves to a registered shift
         shift = compose("run", [f"shift={name}"]).shift
         assert shift.name in video_shift_names() + text_shift_names(), name
     cfg = compose("run", ["experiment=paper-table4-cross-msrvtt-to-activitynet", "scenario=cross", "data=activitynet",
@@ -355,7 +355,7 @@ def test_a_stop_signal_in_a_sweep_job_ends_the_sweep_with_75_and_an_error_file(t
         started.append(Path(run_dir).name)
         raise RunInterrupted(signal.SIGTERM)
 
-    monkeypatch.setattr(tta.run, "run", interrupted)
+    monkeypatch.setattr(tta.run, "stream", interrupted)  # the job of the default task (job._target_)
     monkeypatch.setattr(sys, "argv", ["tta.run", "-m", "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path}",
                                       "adapter=source,tent"])
     with pytest.raises(SystemExit) as info:

@@ -86,7 +86,7 @@ def test_run_on_official_formats_with_converted_checkpoint(tmp_path, official_ch
     assert json.loads((tmp_path / "run" / "results.json").read_text())["retrieval"] == res["retrieval"]
 
 
-ADAPTERS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "tta" / "conf" / "adapter").glob("*.yaml"))
+ADAPTERS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "conf" / "adapter").glob("*.yaml"))
 
 
 @pytest.mark.gpu

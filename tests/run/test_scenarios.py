@@ -100,5 +100,5 @@ def test_stream_errors_are_clear(tiny_cache, tmp_path):
         _run(tiny_cache, tmp_path, "bad3", "scenario=continual", "scenario.stream=[gaussian:high]")
     with pytest.raises(ValueError, match="scenario.reset must be one of"):
         _run(tiny_cache, tmp_path, "bad4", "scenario=continual", "scenario.reset=sometimes")
-    with pytest.raises(ValueError, match="not a dataset of tta/conf/data"):
+    with pytest.raises(ValueError, match="not a dataset of conf/data"):
         _run(tiny_cache, tmp_path, "bad5", "scenario=cross", "scenario.train_data=nosuchdata")

@@ -15,7 +15,7 @@ from tta.shifts import item_seed, perturb_text, perturb_video, text_shift_names,
 from tta.shifts.registry import implementation_record
 from tta.shifts.video.weather import wand_available
 
-CONF = Path(__file__).resolve().parents[2] / "tta" / "conf" / "shift"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "shift"
 need_wand = pytest.mark.skipif(not wand_available(), reason="Wand / libmagickwand not installed (make setup)")
 
 

@@ -4,7 +4,7 @@ The base owns the mechanics: the gallery (encoded once by the source model, neve
 ``setup("test")``; Lightning builds optimizers only when fitting), the reset snapshot of the adapted parameters and
 the optimizer state, the update loop with its non-finite guard, the reset policy and the per-batch history; it
 composes what the scores leave behind and the resumable state (below). A method (``tta/adapters/<name>.py``, config
-``tta/conf/adapter/<name>.yaml``) overrides only what it changes: the hooks of :data:`HOOKS`, each described (what
+``conf/adapter/<name>.yaml``) overrides only what it changes: the hooks of :data:`HOOKS`, each described (what
 it receives, what it returns) in docs/adding-an-adapter.md, "The hooks".
 
 Per batch (``steps`` = S): S times [forward -> loss -> backward (-> second pass) -> step -> after_step]; the

@@ -35,7 +35,7 @@ def build_adapter(cfg: DictConfig, model: RetrievalModel, gallery: Tensor, gt: T
         adapter.reset_policy = str(reset)
     posthoc = cfg.get("posthoc")
     if posthoc is not None and posthoc.get("_target_"):
-        adapter.posthoc = instantiate(posthoc)  # a gradient-free refiner after any adapter (tta/conf/posthoc/)
+        adapter.posthoc = instantiate(posthoc)  # a gradient-free refiner after any adapter (conf/posthoc/)
     adapter.bind(model, cfg.task, gallery, gt, gallery_class)
     needed = adapter.needs_source_split()
     if needed > 0:  # clean training-split data some options ask for (EATA's Fisher, QB-Norm's training bank)

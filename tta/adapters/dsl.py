@@ -1,7 +1,7 @@
 """``adapter=dsl``: the frozen source model followed by the dual softmax at inference (DSL; Cheng et al., 2021).
 
 The refiner is :class:`~tta.adapters.components.posthoc.DualSoftmax` (s · softmax over queries of λs; its options
-live in ``tta/conf/posthoc/dsl.yaml``, overridden as ``adapter.method.refiner.<key>=...``); the same refiner
+live in ``conf/posthoc/dsl.yaml``, overridden as ``adapter.method.refiner.<key>=...``); the same refiner
 follows any adapter with ``posthoc=dsl``. Defaults and deviations: docs/methods/dsl.md.
 """
 

@@ -151,7 +151,7 @@ def probe_data_config(cfg: DictConfig) -> DictConfig:
             return probe
         default = compose("run", overrides[:1]).data
     except HydraException as e:
-        raise ValueError(f"comp_probe.data={node.data!r} is not a dataset of tta/conf/data/ (or its overrides "
+        raise ValueError(f"comp_probe.data={node.data!r} is not a dataset of conf/data/ (or its overrides "
                          f"{overrides[1:]} do not apply): {e}") from e
     run_data = OmegaConf.to_container(cfg.data, resolve=True)
     changed = _changed(OmegaConf.to_container(default, resolve=True), OmegaConf.to_container(probe, resolve=True))
@@ -225,21 +225,18 @@ class ProbeAfterStream(L.Callback):
         return {"comp": probe_models(self.cfg, self.cache, {"adapted": adapter.model, "source": self.load_source()})}
 
 
-def run_comp_task(cfg: DictConfig, scenario, cache: Path, run_dir: Path, t_start: float) -> dict:
-    """``task=comp``: the probe scored with the source model, written to ``results.json``."""
+def probe_source(cfg: DictConfig, scenario, cache: Path, t_start: float) -> dict:
+    """The record of ``task=comp``: the probe scored with the source model alone (``tta.run.without_stream``
+    writes it to ``results.json``)."""
     from tta.results import provenance
-    from tta.utils.io import atomic_write_json
 
     if cfg.adapter.name != "source" or cfg.shift.name != "clean" or cfg.scenario.get("stream"):
         raise ValueError(f"task=comp scores the source model alone (got adapter={cfg.adapter.name}, "
                          f"shift={cfg.shift.name}); to probe an adapted model run task=v2t or task=t2v with "
                          f"comp_probe.enabled=true")
-
     model = scenario.load_model(cfg, cache)
-    record = {"task": "comp", "comp": probe_models(cfg, cache, {"source": model}),
-              "config": OmegaConf.to_container(cfg, resolve=True), "provenance": provenance(cfg, t_start)}
-    atomic_write_json(run_dir / "results.json", record)
-    return record
+    return {"task": "comp", "comp": probe_models(cfg, cache, {"source": model}),
+            "config": OmegaConf.to_container(cfg, resolve=True), "provenance": provenance(cfg, t_start)}
 
 
 def print_comp(comp: dict[str, Any]) -> None:

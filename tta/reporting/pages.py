@@ -2,7 +2,7 @@
 --pages docs/results/pages.yaml [--page NAME ...]``.
 
 ``pages.yaml`` maps a page name to: ``title``; ``about`` (what the rows are, how they were measured);
-``experiments`` (the tta/conf/experiment configs that re-run the rows: ``python -m tta.run -m experiment=<name>``)
+``experiments`` (the conf/experiment configs that re-run the rows: ``python -m tta.run -m experiment=<name>``)
 or ``reproduce`` (commands, for rows no single sweep covers); ``tables``: each a ``rows`` list (files under
 docs/results/rows/) and the options of :func:`render_tables` (``layout``, ``second``, ``model``, ``bold``,
 ``mean``, ``per_model``, ``segments``, ``sort``, ``title``, ``note``). Every page carries the command that rendered

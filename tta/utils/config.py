@@ -1,4 +1,4 @@
-"""Compose ``conf/`` configs from Python (inside or outside a running Hydra app)."""
+"""Where the Hydra configs are, and composing them from Python (inside or outside a running Hydra app)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,18 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+def config_dir() -> Path:
+    """The one folder of configs: the repository's top-level ``conf/`` in a source checkout (editable installs too),
+    else the copy a wheel ships as ``tta/conf`` (setup.py maps the one onto the other)."""
+    package = Path(__file__).resolve().parents[1]
+    checkout = package.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "conf" / "run.yaml").is_file():
+        return checkout / "conf"
+    return package / "conf"
+
+
+CONF_DIR = config_dir()  # every @hydra.main and compose() reads this folder
 
 
 def compose(config_name: str, overrides: list[str] | None = None) -> DictConfig:

@@ -184,7 +184,7 @@ def build_loggers(logger_cfg, run_dir: str | os.PathLike, config: dict[str, Any]
 
     loggers = []
     for key, entry in nested_targets(logger_cfg, "logger", "choose loggers with logger=<name> or "
-                                     "logger=[csv,wandb] (tta/conf/logger/)"):
+                                     "logger=[csv,wandb] (conf/logger/)"):
         kwargs: dict[str, Any] = {"save_dir": str(Path(run_dir) / str(entry.get("save_dir") or "."))}
         if "id" in entry and entry.id is None:
             kwargs["id"] = run_id(identity)

@@ -5,7 +5,7 @@ Both reduce hubness by normalising each gallery item's scores against how strong
 
 * alone: ``adapter=qbnorm`` / ``adapter=dsl`` (:mod:`tta.adapters.qbnorm`, :mod:`tta.adapters.dsl`: a
   :class:`PostHocAdapter`, the frozen source model + the refiner);
-* after any adapter: ``posthoc=qbnorm`` / ``posthoc=dsl`` (``tta/conf/posthoc/``; :func:`tta.adapters.build_adapter` sets
+* after any adapter: ``posthoc=qbnorm`` / ``posthoc=dsl`` (``conf/posthoc/``; :func:`tta.adapters.build_adapter` sets
   :attr:`OnlineAdapter.posthoc`, applied to the rows the adapter returns after its own ``refine_scores``).
 
 Online, the query bank is the stream (``bank: stream``): the raw rows the refiner has received so far, kept in
@@ -207,7 +207,7 @@ class PostHocAdapter(OnlineAdapter):
     """The frozen source model followed by a gradient-free refiner (base of ``adapter=qbnorm`` / ``adapter=dsl``).
 
     Args:
-        refiner: a :class:`ScoreRefiner` (Hydra instantiates it from ``tta/conf/posthoc/<name>.yaml``).
+        refiner: a :class:`ScoreRefiner` (Hydra instantiates it from ``conf/posthoc/<name>.yaml``).
         reset_policy, predict_with: see :class:`OnlineAdapter`.
     """
 

@@ -1,1 +1,0 @@
-"""The Hydra configs (a package, so that the installed tta-run and tta-train scripts find them as pkg://tta.conf)."""
