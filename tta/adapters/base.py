@@ -20,6 +20,8 @@ in ``state_keys`` (the attributes it adds) and ``state_parts`` (objects with the
 
 **Options.** Keyword arguments of ``__init__`` are the config keys; each option block is a typed dataclass built by
 :func:`tta.adapters.components.options.build_options`, presets being named overrides resolved by the same helper.
+The class names its option dataclasses in ``option_types``, whose declared bounds (tta/utils/bounds.py) check a
+run's config before any work and the dataclass when it is built.
 
 Any adapter can be followed by a gradient-free score refiner (:attr:`posthoc`, the ``posthoc=`` config group,
 :mod:`tta.adapters.components.posthoc`), applied after :meth:`refine_scores` and reset with the adapter.
@@ -42,6 +44,7 @@ from tta.adapters.components.resume import BASE_STATE_KEYS  # noqa: F401 - the c
 from tta.adapters.components.scores import KeptScores
 from tta.metrics import HUBNESS_KS
 from tta.models.retrieval import RetrievalModel
+from tta.utils.bounds import NON_NEGATIVE, POSITIVE, Int, Options, Real, bound
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,18 @@ HOOKS = ("configure_model", "params_to_adapt", "forward_queries", "adapt_loss", 
          "refine_scores", "reset_state", "on_batch_start", "on_batch_end", "needs_source_split", "prepare")
 RESET_POLICIES = ("per_shift", "episodic", "never")
 PREDICT_WITH = ("last_forward", "post_update")
+
+
+@dataclass
+class ProtocolOptions(Options):
+    """The update options of the shared online protocol (conf/adapter/_shared/protocol.yaml), checked by each
+    adapter that takes them."""
+
+    steps: int = bound(Int(1))
+    lr: float | dict = bound(NON_NEGATIVE)  # a float, or one per direction {v2t: ..., t2v: ...}
+    weight_decay: float = bound(NON_NEGATIVE)
+    betas: tuple[float, float] = bound(Real(0, 1, hi_open=True))
+    temperature: float = bound(POSITIVE)
 
 
 @dataclass
@@ -107,6 +122,8 @@ class OnlineAdapter(L.LightningModule):
     state_keys: tuple[str, ...] = ()
     #: attributes holding objects whose own declared ``state_keys`` are resumable state (e.g. the refiner)
     state_parts: tuple[str, ...] = ("posthoc",)
+    #: the option dataclasses of the method (collected over the class hierarchy): their bounds check the config
+    option_types: tuple[type, ...] = ()
     #: True for two-pass methods: :meth:`second_pass` runs after the first backward of every update
     two_pass: bool = False
     #: the per-step share of queries a method selects for its loss, as it records it in ``BatchRecord.extras``

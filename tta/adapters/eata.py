@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from tta.adapters.base import QueryForward
 from tta.adapters.components.entropy import GalleryEntropyAdapter, softmax_entropy
 from tta.adapters.components.options import build_options, check_choice
+from tta.utils.bounds import NON_NEGATIVE, POSITIVE, UNIT, Int, Options, Real, bound
 
 log = logging.getLogger(__name__)
 
@@ -54,22 +55,23 @@ FALLBACKS = ("none", "lowest")
 
 
 @dataclass
-class EATAOptions:
+class EATAOptions(Options):
     """EATA's options (None = the preset's value; :class:`EATAAdapter` documents each)."""
 
     margin: str | None = None
-    margin_scale: float = 0.4
-    margin_value: float | None = None
-    quantile: float = 0.4
-    d_margin: float = 0.05
-    momentum: float = 0.9
+    margin_scale: float = bound(POSITIVE, 0.4)
+    margin_value: float | None = bound(Real(0, lo_open=True, null="the preset"), None)
+    quantile: float = bound(Real(0, 1, lo_open=True), 0.4)
+    d_margin: float = bound(NON_NEGATIVE, 0.05)
+    momentum: float = bound(UNIT, 0.9)
     fisher: str | None = None
-    fisher_beta: float = 2000.0
-    fisher_size: int = 2000
-    fisher_batch_size: int = 64
+    fisher_beta: float = bound(NON_NEGATIVE, 2000.0)
+    fisher_size: int = bound(Int(1), 2000)
+    fisher_batch_size: int = bound(Int(1), 64)
     fallback: str | None = None
 
     def __post_init__(self):
+        super().__post_init__()
         check_choice("margin", self.margin, MARGINS)
         if self.margin == "abs" and self.margin_value is None:
             raise ValueError("margin: abs needs margin_value")
@@ -106,6 +108,7 @@ class EATAAdapter(GalleryEntropyAdapter):
     """
 
     selected_key = "eata/s2"  # logged as the selected-sample fraction
+    option_types = (EATAOptions,)
     state_keys = ("running_probs", "fishers", "anchors")
 
     def __init__(self, margin: str | None = None, margin_scale: float = 0.4, margin_value: float | None = None,

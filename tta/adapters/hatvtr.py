@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward, RunningMean
+from tta.adapters.base import BatchRecord, OnlineAdapter, ProtocolOptions, QueryForward, RunningMean
 from tta.adapters.components.entropy import softmax_entropy
 from tta.adapters.components.hsm import HSMConfig, HubnessSuppressionMemory
 from tta.adapters.components.losses import (
@@ -41,65 +42,75 @@ from tta.adapters.components.memory import ReliableMemory, RMConfig
 from tta.adapters.components.options import build_options
 from tta.adapters.components.profiling import Stopwatch
 from tta.metrics.hubness import hubness_from_occurrence
+from tta.utils.bounds import NON_NEGATIVE, POSITIVE, Int, Options, bound
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class NAConfig:
+class NAConfig(Options):
     """L_NA options (Eq. 11; docs/methods/hatvtr.md): ``empty_mask`` zero | skip | nan; ``logits`` in_batch | gallery."""
 
+    block: ClassVar[str] = "na"
     empty_mask: str = "zero"
     logits: str = "in_batch"
-    eps: float = 1e-3
+    eps: float = bound(POSITIVE, 1e-3)
 
     def __post_init__(self):
+        super().__post_init__()
         self.empty_mask = empty_mask_choice(self.empty_mask)
         if self.logits not in ("in_batch", "gallery"):
             raise ValueError(f"na.logits must be in_batch or gallery, got {self.logits!r}")
 
 
 @dataclass
-class LossConfig:
-    """Weights (Eq. 12: all 1), the uniformity scale t (Eq. 7-8) and the hubness-aware loss hook (App. F.2)."""
+class LossConfig(Options):
+    """Weights (Eq. 12: all 1; 0 switches a term off), the uniformity scale t (Eq. 7-8) and the hubness-aware loss
+    hook (App. F.2)."""
 
-    uni_t: float = 10.0
-    w_na: float = 1.0
-    w_uni: float = 1.0
-    w_cm: float = 1.0
-    w_inter: float = 1.0
-    w_intra: float = 1.0
-    w_global: float = 1.0
-    w_frame: float = 1.0
+    block: ClassVar[str] = "loss"
+    uni_t: float = bound(POSITIVE, 10.0)
+    w_na: float = bound(NON_NEGATIVE, 1.0)
+    w_uni: float = bound(NON_NEGATIVE, 1.0)
+    w_cm: float = bound(NON_NEGATIVE, 1.0)
+    w_inter: float = bound(NON_NEGATIVE, 1.0)
+    w_intra: float = bound(NON_NEGATIVE, 1.0)
+    w_global: float = bound(NON_NEGATIVE, 1.0)
+    w_frame: float = bound(NON_NEGATIVE, 1.0)
     hubness_aware: str = "off"
-    hub_k: int = 10
+    hub_k: int = bound(Int(1), 10)
 
     def __post_init__(self):
+        super().__post_init__()
         if self.hubness_aware not in ("off", "refined_logits", "hub_weighting"):
             raise ValueError(f"loss.hubness_aware must be off, refined_logits or hub_weighting, got {self.hubness_aware!r}")
 
 
 @dataclass
-class MGCMConfig:
+class MGCMConfig(Options):
+    block: ClassVar[str] = "mgcm"
     centered: bool = False
 
 
 @dataclass
-class AdaptConfig:
+class AdaptConfig(Options):
+    block: ClassVar[str] = "adapt"
     enabled: bool = True
 
 
 @dataclass
-class GateConfig:
+class GateConfig(Options):
     """App. F.4: gate the updates on the bank's k-occurrence skewness (``mode`` skip | scale)."""
 
+    block: ClassVar[str] = "gate"
     enabled: bool = False
     metric: str = "k_skewness"
-    k: int = 10
-    threshold: float = 1.0
+    k: int = bound(Int(1), 10)
+    threshold: float = bound(POSITIVE, 1.0)
     mode: str = "skip"
 
     def __post_init__(self):
+        super().__post_init__()
         if self.metric != "k_skewness" or self.mode not in ("skip", "scale"):
             raise ValueError(f"gate.metric must be k_skewness and gate.mode skip|scale, got {self.metric!r}, {self.mode!r}")
 
@@ -135,12 +146,14 @@ class HATVTRAdapter(OnlineAdapter):
     selected_key = "selected_frac"  # logged as the selected-sample fraction
     # the bank, the memory and its derived targets; not the normalised gallery copy (_views), rebuilt on demand
     state_keys = ("hsm", "rm", "_rm_targets", "rm_accuracy")
+    option_types = (ProtocolOptions, HSMConfig, RMConfig, NAConfig, LossConfig, MGCMConfig, AdaptConfig, GateConfig)
 
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
                  predict_with: str = "last_forward", temperature: float = 0.02, strict_reproduction: bool = False,
                  hsm: dict | None = None, rm: dict | None = None, na: dict | None = None, loss: dict | None = None,
                  mgcm: dict | None = None, adapt: dict | None = None, gate: dict | None = None, profile: bool = False):
+        ProtocolOptions(steps, lr, weight_decay, betas, temperature)
         self.adapt_cfg = build_options(AdaptConfig, adapt)
         super().__init__(steps=steps if self.adapt_cfg.enabled else 0, lr=lr, weight_decay=weight_decay,
                          betas=betas, reset_policy=reset_policy, predict_with=predict_with)

@@ -25,6 +25,7 @@ class HSMOnlyAdapter(OnlineAdapter):
     """
 
     state_keys = ("hsm",)
+    option_types = (HSMConfig,)
 
     def __init__(self, hsm: dict | None = None, strict_reproduction: bool = False, reset_policy: str = "per_shift",
                  predict_with: str = "last_forward"):

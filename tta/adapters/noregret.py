@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -29,26 +30,20 @@ from tta.adapters.components.hsm import HubnessSuppressionMemory
 from tta.adapters.components.options import build_options
 from tta.adapters.hatvtr import HATVTRAdapter
 from tta.metrics.hubness import hubness_from_occurrence
+from tta.utils.bounds import NON_NEGATIVE, UNIT, Int, Options, Real, bound
 
 
 @dataclass
-class GuardConfig:
+class GuardConfig(Options):
     """When the adapted scores are used, and when the adaptation is rolled back (module docstring)."""
 
-    k: int = 10
-    warmup: int = 3
-    margin: float = 0.0
-    agreement: float = 0.8
-    ema: float = 0.3
-    max_rollbacks: int = 2
-
-    def __post_init__(self):
-        if self.k < 1 or self.warmup < 1 or self.max_rollbacks < 1:
-            raise ValueError(f"guard.k and guard.warmup must be >= 1 and guard.max_rollbacks >= 1, got k={self.k}, "
-                             f"warmup={self.warmup}, max_rollbacks={self.max_rollbacks}")
-        if not 0.0 <= self.agreement <= 1.0 or not 0.0 < self.ema <= 1.0:
-            raise ValueError(f"guard.agreement must be in [0, 1] and guard.ema in (0, 1], got {self.agreement}, "
-                             f"{self.ema}")
+    block: ClassVar[str] = "guard"
+    k: int = bound(Int(1), 10)
+    warmup: int = bound(Int(1), 3)
+    margin: float = bound(NON_NEGATIVE, 0.0)
+    agreement: float = bound(UNIT, 0.8)
+    ema: float = bound(Real(0, 1, lo_open=True), 0.3)
+    max_rollbacks: int = bound(Int(1), 2)
 
 
 class NoRegretAdapter(HATVTRAdapter):
@@ -61,6 +56,7 @@ class NoRegretAdapter(HATVTRAdapter):
 
     # the reference bank and the guard's running state; the adapted bank and memory come from HAT-VTR
     state_keys = ("ref", "agree_ema", "seen", "rollbacks", "frozen", "use_adapted")
+    option_types = (GuardConfig,)
 
     def __init__(self, guard: dict | None = None, **kwargs):
         super().__init__(**kwargs)

@@ -44,6 +44,7 @@ from tta.adapters.base import QueryForward
 from tta.adapters.components.entropy import GalleryEntropyAdapter, softmax_entropy
 from tta.adapters.components.options import build_options, check_choice
 from tta.models.xpool import XPoolHead
+from tta.utils.bounds import NON_NEGATIVE, Options, Real, bound
 
 BALANCES = ("sum_softmax", "mean", "none")
 PARAMS = ("ln", "xpool_qkv")
@@ -66,15 +67,16 @@ def read_loss(logits: torch.Tensor, gamma: float = math.exp(-1), balance: str = 
 
 
 @dataclass
-class READOptions:
+class READOptions(Options):
     """READ's options (None = the preset's value; :class:`READAdapter` documents each)."""
 
-    gamma: float = math.exp(-1)
+    gamma: float = bound(Real(0, 1, lo_open=True), math.exp(-1))
     balance: str | None = None
-    balance_weight: float = 1.0
+    balance_weight: float = bound(NON_NEGATIVE, 1.0)
     params: str = "ln"
 
     def __post_init__(self):
+        super().__post_init__()
         check_choice("balance", self.balance, BALANCES)
         check_choice("params", self.params, PARAMS)
         self.gamma, self.balance_weight = float(self.gamma), float(self.balance_weight)
@@ -93,6 +95,8 @@ class READAdapter(GalleryEntropyAdapter):
         params: ``ln`` | ``xpool_qkv``.
         **kwargs: :class:`~tta.adapters.components.entropy.GalleryEntropyAdapter` options.
     """
+
+    option_types = (READOptions,)
 
     def __init__(self, gamma: float = math.exp(-1), balance: str | None = None, balance_weight: float = 1.0,
                  params: str = "ln", lr: float | dict = 3e-5, **kwargs):

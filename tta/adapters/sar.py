@@ -54,6 +54,7 @@ from tta.adapters.base import QueryForward
 from tta.adapters.components.entropy import GalleryEntropyAdapter, elementwise_entropy, softmax_entropy
 from tta.adapters.components.options import build_options, check_choice
 from tta.adapters.components.sam import SAM
+from tta.utils.bounds import NON_NEGATIVE, POSITIVE, UNIT, Int, Options, Real, bound
 
 log = logging.getLogger(__name__)
 
@@ -65,23 +66,24 @@ _FINAL_NORMS = ("ln_post", "ln_final", "norm", "final_layer_norm", "post_layerno
 
 
 @dataclass
-class SAROptions:
+class SAROptions(Options):
     """SAR's options (None = the preset's value; :class:`SARAdapter` documents each)."""
 
     margin: str | None = None
-    margin_scale: float = 0.4
-    quantile: float = 0.4
-    rho: float = 0.05
-    reset_threshold: float = 0.2
-    ema_momentum: float = 0.9
+    margin_scale: float = bound(POSITIVE, 0.4)
+    quantile: float = bound(Real(0, 1, lo_open=True), 0.4)
+    rho: float = bound(POSITIVE, 0.05)
+    reset_threshold: float = bound(NON_NEGATIVE, 0.2)
+    ema_momentum: float = bound(UNIT, 0.9)
     recovery: bool | None = None
     clear_ema_on_reset: bool = False
     empty_set: str = "zero"
     second_entropy: str | None = None
     exclude_top_blocks: bool = False
-    top_blocks: tuple[int, ...] = (9, 10, 11)
+    top_blocks: tuple[int, ...] = bound(Int(0), (9, 10, 11))
 
     def __post_init__(self):
+        super().__post_init__()
         check_choice("margin", self.margin, MARGINS)
         check_choice("second_entropy", self.second_entropy, SECOND_ENTROPY)
         check_choice("empty_set", self.empty_set, EMPTY_SETS)
@@ -119,6 +121,7 @@ class SARAdapter(GalleryEntropyAdapter):
     selected_key = "sar/s2"  # logged as the selected-sample fraction
     state_keys = ("ema",)
     two_pass = True  # SAM: the base loop calls second_pass after the first backward
+    option_types = (SAROptions,)
 
     def __init__(self, margin: str | None = None, margin_scale: float = 0.4, quantile: float = 0.4,
                  rho: float = 0.05, reset_threshold: float = 0.2, ema_momentum: float = 0.9,

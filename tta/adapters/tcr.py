@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tta.adapters.base import BatchRecord, OnlineAdapter, QueryForward, RunningMean
+from tta.adapters.base import BatchRecord, OnlineAdapter, ProtocolOptions, QueryForward, RunningMean
 from tta.adapters.components.entropy import shared_forward_similarity
 from tta.adapters.components.losses import (
     empty_mask_choice,
@@ -31,28 +31,29 @@ from tta.adapters.components.losses import (
 )
 from tta.adapters.components.memory import ReliableMemory
 from tta.adapters.components.options import build_options
+from tta.utils.bounds import NON_NEGATIVE, POSITIVE, UNIT, Int, Options, bound
 
 
 @dataclass
-class TCROptions:
+class TCROptions(Options):
     """TCR's options (None = the preset's value; :class:`TCRAdapter` documents each)."""
 
-    temperature: float = 0.02
-    queue_size: int = 16
-    ratio: float = 0.3
-    update_batches: int | None = 10
-    uni_t: float = 10.0
-    w_rem: float = 1.0
-    w_uni: float = 1.0
-    w_emg: float = 1.0
+    queue_size: int = bound(Int(1), 16)
+    ratio: float = bound(UNIT, 0.3)
+    update_batches: int | None = bound(Int(0, null="every batch"), 10)
+    uni_t: float = bound(POSITIVE, 10.0)
+    w_rem: float = bound(NON_NEGATIVE, 1.0)
+    w_uni: float = bound(NON_NEGATIVE, 1.0)
+    w_emg: float = bound(NON_NEGATIVE, 1.0)
     empty_mask: str | None = None
     legacy_shared_forward: bool | None = None
     min_one: bool | None = None
-    eps: float = 1e-3
+    eps: float = bound(POSITIVE, 1e-3)
 
     def __post_init__(self):
+        super().__post_init__()
         self.empty_mask = empty_mask_choice(self.empty_mask)
-        self.temperature, self.uni_t, self.eps = float(self.temperature), float(self.uni_t), float(self.eps)
+        self.uni_t, self.eps = float(self.uni_t), float(self.eps)
 
 
 TCR_PRESETS = {
@@ -80,6 +81,7 @@ class TCRAdapter(OnlineAdapter):
 
     selected_key = "selected_frac"  # logged as the selected-sample fraction
     state_keys = ("queue", "queue_accuracy")
+    option_types = (ProtocolOptions, TCROptions)
 
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",
@@ -89,12 +91,13 @@ class TCRAdapter(OnlineAdapter):
                  legacy_shared_forward: bool | None = None, min_one: bool | None = None, eps: float = 1e-3):
         super().__init__(steps=steps, lr=lr, weight_decay=weight_decay, betas=betas, reset_policy=reset_policy,
                          predict_with=predict_with)
+        ProtocolOptions(steps, lr, weight_decay, betas, temperature)
         o = build_options(TCROptions, dict(
-            temperature=temperature, queue_size=queue_size, ratio=ratio, update_batches=update_batches, uni_t=uni_t,
+            queue_size=queue_size, ratio=ratio, update_batches=update_batches, uni_t=uni_t,
             w_rem=w_rem, w_uni=w_uni, w_emg=w_emg, empty_mask=empty_mask, legacy_shared_forward=legacy_shared_forward,
             min_one=min_one, eps=eps), presets=TCR_PRESETS, preset=preset)
         self.preset, self.empty_mask, self.legacy = preset, o.empty_mask, o.legacy_shared_forward
-        self.temperature, self.uni_t, self.eps = o.temperature, o.uni_t, o.eps
+        self.temperature, self.uni_t, self.eps = float(temperature), o.uni_t, o.eps
         self.weights = {"rem": float(o.w_rem), "uni": float(o.w_uni), "emg": float(o.w_emg)}
         self.queue = ReliableMemory(o.queue_size, o.ratio, "tcr_stable", o.min_one, o.update_batches)
         self.queue_accuracy = RunningMean()

@@ -33,6 +33,7 @@ import numpy as np
 from tta.comp.disrupt import EVENTS_FILE
 from tta.synth.render import STYLE_GEOMETRY, render
 from tta.synth.scene import Scene, caption, object_label, pretrain_caption, sample_scene
+from tta.utils.bounds import SEED, Int, Options, bound
 from tta.utils.forking import fork_pool
 from tta.utils.io import atomic_write_json, atomic_write_text, file_lock
 from tta.utils.progress import progress_iter
@@ -44,16 +45,16 @@ MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
-class SynthConfig:
+class SynthConfig(Options):
     """What defines one embedded dataset; any change gives a new cache directory."""
 
     name: str = "synth"
     style: str = "a"
-    seed: int = 42
-    n_train: int = 2400
-    n_val: int = 200
-    n_test: int = 1000
-    captions_per_train_video: int = 3
+    seed: int = bound(SEED, 42)
+    n_train: int = bound(Int(1), 2400)
+    n_val: int = bound(Int(0), 200)
+    n_test: int = bound(Int(1), 1000)
+    captions_per_train_video: int = bound(Int(1), 3)
     crf: int = 18
     version: int = 2  # bump when the renderer or grammar changes
     # options added after datasets were built: at these values they stay out of the dataset's key and out of the
@@ -186,13 +187,13 @@ def _build_synth(cfg: SynthConfig, root: Path, workers: int) -> Path:
 
 
 @dataclass(frozen=True)
-class PretrainConfig:
+class PretrainConfig(Options):
     """The broad image-text corpus of the embedded 'pretrained CLIP' (zero-shot scenario)."""
 
     name: str = "pretrain"
-    seed: int = 42
-    n_images: int = 8000
-    size: int = 96
+    seed: int = bound(SEED, 42)
+    n_images: int = bound(Int(1), 8000)
+    size: int = bound(Int(8), 96)
     version: int = 1
 
     def key(self) -> str:

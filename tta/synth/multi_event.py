@@ -32,6 +32,7 @@ from tta.synth.build import STYLE_GEOMETRY, SynthConfig, derive_rng, split_of, w
 from tta.synth.render import render
 from tta.synth.scene import Scene, _bg_phrase, _noun_phrase, _pick, object_label, sample_scene
 from tta.synth.vocab import COLOURS, EVENTS, MOTIONS, SHAPES, SIZES
+from tta.utils.bounds import Int, bound
 
 # motions a frame-independent encoder cannot tell apart (the same positions visited in reverse order)
 VISUAL_CLASS = {"left": "horizontal", "right": "horizontal", "up": "vertical", "down": "vertical"}
@@ -46,9 +47,9 @@ class CompSynthConfig(SynthConfig):
     """A multi-event embedded dataset (``data=synth_comp``); the fields beyond :class:`SynthConfig` shape the clips."""
 
     name: str = "synth_comp"
-    min_events: int = 3
-    max_events: int = 4
-    frames_per_event: int = 16
+    min_events: int = bound(Int(3), 3)  # seg-mismatch needs three events
+    max_events: int = bound(Int(3), 4)
+    frames_per_event: int = bound(Int(2), 16)
     recolour_events: bool = False
     version: int = 1
     KEY_DEFAULT_OFF: ClassVar[dict[str, Any]] = {"recolour_events": False}

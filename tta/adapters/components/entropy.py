@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tta.adapters.base import OnlineAdapter, QueryForward
+from tta.adapters.base import OnlineAdapter, ProtocolOptions, QueryForward
 from tta.adapters.components.options import build_options, check_choice
+from tta.utils.bounds import Options
 
 PRESETS = ("orig", "vtr_tta")
 
@@ -84,17 +85,14 @@ def shared_forward_similarity(model: nn.Module, queries: torch.Tensor, gallery: 
 
 
 @dataclass
-class EntropyOptions:
+class EntropyOptions(Options):
     """Options shared by the entropy baselines (:class:`GalleryEntropyAdapter`)."""
 
-    temperature: float = 0.02
     preset: str = "orig"
     legacy_shared_forward: bool | None = None
 
     def __post_init__(self):
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        self.temperature = float(self.temperature)
+        super().__post_init__()
         self.preset = check_choice("preset", self.preset, PRESETS)
         self.legacy_shared_forward = bool(self.legacy_shared_forward)
 
@@ -112,13 +110,15 @@ class GalleryEntropyAdapter(OnlineAdapter):
         steps, lr, weight_decay, betas, reset_policy, predict_with: see :class:`OnlineAdapter`.
     """
 
+    option_types = (ProtocolOptions, EntropyOptions)
+
     def __init__(self, temperature: float = 0.02, preset: str = "orig", legacy_shared_forward: bool | None = None,
                  steps: int = 3, lr: float | dict = 3e-5, weight_decay: float = 1e-4, **kwargs):
         super().__init__(steps=steps, lr=lr, weight_decay=weight_decay, **kwargs)
-        opts = build_options(EntropyOptions, {"temperature": temperature, "preset": preset,
-                                              "legacy_shared_forward": legacy_shared_forward},
+        ProtocolOptions(steps, lr, weight_decay, self.betas, temperature)
+        opts = build_options(EntropyOptions, {"preset": preset, "legacy_shared_forward": legacy_shared_forward},
                              presets=ENTROPY_PRESETS, preset=preset)
-        self.temperature, self.preset = opts.temperature, opts.preset
+        self.temperature, self.preset = float(temperature), opts.preset
         self.legacy_shared_forward = opts.legacy_shared_forward
 
     # ------------------------------------------------------------------------------------------ protocol

@@ -26,10 +26,12 @@ import logging
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from tta.metrics.hubness import k_occurrence
+from tta.utils.bounds import POSITIVE, UNIT, Int, Options, Real, bound
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +71,15 @@ def hsm_refine(history: torch.Tensor | None, current: torch.Tensor, alpha: float
 
 
 @dataclass
-class HSMConfig:
+class HSMConfig(Options):
     """HSM hyper-parameters (HAT-VTR Sec. 4.2, App. C.1; defaults vs the code: docs/methods/hsm.md)."""
 
-    alpha: float = 100.0
-    beta: float = 10.0
-    m: float = 0.5
-    capacity: int | str | None = 100
-    gallery_fraction: float = 0.1
+    block: ClassVar[str] = "hsm"
+    alpha: float = bound(POSITIVE, 100.0)
+    beta: float = bound(POSITIVE, 10.0)
+    m: float = bound(UNIT, 0.5)
+    capacity: int | str | None = bound(Int(1, null="unbounded", words=("gallery_fraction",)), 100)
+    gallery_fraction: float = bound(Real(0, 1, lo_open=True), 0.1)
     capacity_includes_current: bool = False
     refine_first_batch: bool = False
     enabled_select: bool = True
@@ -85,14 +88,11 @@ class HSMConfig:
     device: str = "scores"
 
     def __post_init__(self):
+        super().__post_init__()
         if self.implementation not in IMPLEMENTATIONS:
             raise ValueError(f"hsm.implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
         if self.device not in BANK_DEVICES:
             raise ValueError(f"hsm.device must be one of {BANK_DEVICES}, got {self.device!r}")
-        if isinstance(self.capacity, str) and self.capacity != "gallery_fraction":
-            raise ValueError(f"hsm.capacity must be an int, null or 'gallery_fraction', got {self.capacity!r}")
-        if isinstance(self.capacity, int) and self.capacity < 1:
-            raise ValueError(f"hsm.capacity must be >= 1, got {self.capacity}")
 
     def bank_capacity(self, num_gallery: int) -> int | None:
         """Batch matrices kept in the bank after appending (None = unbounded)."""

@@ -13,15 +13,18 @@ known, whether the target is the true match (the RM accuracy of the paper's Fig.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
+
+from tta.utils.bounds import UNIT, Int, Options, bound
 
 SELECTIONS = ("diversity", "tcr_stable")
 
 
 @dataclass
-class RMConfig:
+class RMConfig(Options):
     """Reliable Memory options (HAT-VTR Sec. 4.3, App. C.1; defaults vs the code: docs/methods/hatvtr.md).
 
     Attributes:
@@ -34,15 +37,17 @@ class RMConfig:
         min_one: append max(1, ⌊ρ·b⌋) (fixes an empty memory for b ≤ 3); false = the code's ⌊ρ·b⌋.
     """
 
-    size: int = 16
-    size_overrides: dict | None = field(default_factory=dict)
-    ratio: float = 0.3
+    block: ClassVar[str] = "rm"
+    size: int = bound(Int(1), 16)
+    size_overrides: dict | None = bound(Int(1, null="no override"), default_factory=dict)
+    ratio: float = bound(UNIT, 0.3)
     selection: str = "diversity"
     renormalize_video_mean: bool = False
     min_one: bool = True
 
     def size_for(self, head: str, task: str) -> int:
-        return int((self.size_overrides or {}).get(f"{head}-{task}", self.size))
+        size = (self.size_overrides or {}).get(f"{head}-{task}")
+        return int(self.size if size is None else size)
 
 
 def selection_count(batch: int, ratio: float, min_one: bool = True) -> int:

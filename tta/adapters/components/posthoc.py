@@ -32,22 +32,27 @@ current batch only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from tta.adapters.base import OnlineAdapter
 from tta.adapters.components.options import check_choice
 from tta.data.source_split import ALL_PAIRS
+from tta.utils.bounds import POSITIVE, Int, Options, bound
 
 
 class ScoreRefiner:
     """A stateful, gradient-free refiner of (b, G) score rows: ``__call__`` per batch in stream order.
 
-    ``state_keys`` names the attributes that are its resumable stream state (saved with the adapter's).
+    ``state_keys`` names the attributes that are its resumable stream state (saved with the adapter's);
+    ``option_types`` its option dataclasses, whose bounds check the config's ``posthoc.*`` keys.
     """
 
     name = "none"
     source_split_size = 0
     state_keys: tuple[str, ...] = ()
+    option_types: tuple[type, ...] = ()
 
     def __call__(self, sims: torch.Tensor) -> torch.Tensor:
         return sims
@@ -93,6 +98,12 @@ def inverted_softmax_log(sims: torch.Tensor, bank: torch.Tensor, beta: float) ->
     return (beta * sims.double() - norm).to(sims.dtype)
 
 
+@dataclass
+class QBNormOptions(Options):
+    beta: float = bound(POSITIVE)
+    k: int = bound(Int(1))
+
+
 class QBNorm(ScoreRefiner):
     """Querybank normalisation with (dynamic) inverted softmax (module docstring).
 
@@ -107,10 +118,12 @@ class QBNorm(ScoreRefiner):
 
     name = "qbnorm"
     state_keys = ("bank", "normalised", "seen")
+    option_types = (QBNormOptions,)
 
     def __init__(self, beta: float = 20.0, dynamic: bool = True, k: int = 1, bank: str = "stream",
                  bank_size: int | None = None, include_current: bool = False):
-        self.beta, self.dynamic, self.k = float(beta), bool(dynamic), int(k)
+        o = QBNormOptions(beta, k)
+        self.beta, self.dynamic, self.k = float(o.beta), bool(dynamic), int(o.k)
         self.bank_kind = check_choice("bank", bank, ("stream", "train_split"))
         self.include_current = bool(include_current)
         self.bank = StreamBank(bank_size if self.bank_kind == "stream" else None)
@@ -159,6 +172,11 @@ class QBNorm(ScoreRefiner):
         return {"qbnorm/normalised_rate": self.normalised / max(1, self.seen), "qbnorm/bank_rows": len(self.bank)}
 
 
+@dataclass
+class DualSoftmaxOptions(Options):
+    inv_temp: float = bound(POSITIVE)
+
+
 class DualSoftmax(ScoreRefiner):
     """Dual-softmax inference prior (module docstring).
 
@@ -171,10 +189,11 @@ class DualSoftmax(ScoreRefiner):
 
     name = "dsl"
     state_keys = ("bank",)
+    option_types = (DualSoftmaxOptions,)
 
     def __init__(self, inv_temp: float = 100.0, bank: str = "stream", bank_size: int | None = None,
                  include_current: bool = True):
-        self.inv_temp = float(inv_temp)
+        self.inv_temp = float(DualSoftmaxOptions(inv_temp).inv_temp)
         self.bank_kind = check_choice("bank", bank, ("stream", "batch"))
         self.include_current = bool(include_current)
         self.bank = StreamBank(bank_size)
