@@ -36,6 +36,8 @@ STAGE_LINES = ("first use", "fine-tuning", "video decoder", "checking test video
     ("data=msvd data.root={tmp}/nothing", "error: data=msvd: data.root={tmp}/nothing is not a directory; set "
                                           "data.root (or MSVD_ROOT)"),
     ("batch_size=0", "error: invalid value batch_size=0: expected an integer >= 1"),
+    ("adapter=noregret adapter.method.guard.agreement=1.5",  # a bound its option dataclass declares
+     "error: invalid value adapter.method.guard.agreement=1.5: expected a finite number in [0, 1]"),
 ])
 def test_refused_before_any_stage_in_one_line_printed_once(tiny_cache, tmp_path, override, line):
     override, line = override.format(tmp=tmp_path), line.format(tmp=tmp_path)

@@ -1,16 +1,29 @@
-"""The configuration rule table (tta/utils/config_rules.py): every numeric option of every shipped config has a
-rule, every shipped combination passes, and bad values are refused with one line naming key, value and range."""
+"""The config check before any work (tta/utils/config_rules.py) and the bounds it applies: every numeric option of
+every shipped config has a bound, declared by its owner (tta/utils/bounds.py) or in the table of keys no project
+class owns, every shipped combination passes, bad values are refused with one line naming key, value and range,
+and an owner's bound refuses the same values up front and when its option dataclass is built."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tta.utils.bounds import BOUND, declared_bounds
 from tta.utils.config import CONF_DIR, compose
-from tta.utils.config_rules import ConfigValueError, leaves, rule_for, validate_config
+from tta.utils.config_rules import (
+    ConfigValueError,
+    bound_for,
+    leaves,
+    locate_owner,
+    owned_bounds,
+    owner_nodes,
+    rule_for,
+    validate_config,
+)
 
 ADAPTERS = sorted(p.stem for p in (CONF_DIR / "adapter").glob("*.yaml"))
 
@@ -20,30 +33,68 @@ def _package(file: Path) -> str:
     unless it declares ``# @package _global_``."""
     if "@package _global_" in file.read_text().split("\n", 1)[0]:
         return ""
-    if file.parent.name == "_shared":  # adapter fragments, composed into adapter.method (the HSM block into .hsm)
-        return "adapter.method.hsm" if file.stem == "hsm" else "adapter.method"
     return ".".join(file.relative_to(CONF_DIR).parent.parts)
 
 
-def shipped_numeric_leaves() -> list[tuple[str, str, object]]:
-    out = []
-    for file in sorted(CONF_DIR.rglob("*.yaml")):
-        node = yaml.safe_load(file.read_text()) or {}
-        node = {k: v for k, v in node.items() if k != "defaults"}
-        pkg = _package(file)
-        for key, value in leaves(node, pkg):
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and not key.startswith(
-                    "hydra.sweeper.params"):
-                out.append((str(file.relative_to(CONF_DIR)), key, value))
+def _placed(node: dict, package: str) -> dict:
+    for part in reversed(package.split(".") if package else []):
+        node = {part: node}
+    return node
+
+
+def _numeric(node: dict) -> list[tuple[str, object]]:
+    return [(k, v) for k, v in leaves(node) if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and not k.startswith("hydra.sweeper.params")]
+
+
+@pytest.fixture(scope="module")
+def adapter_configs() -> dict[str, dict]:
+    """Each adapter= choice composed alone (its shared blocks included), as plain containers."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return {a: OmegaConf.to_container(hydra_compose(f"adapter/{a}"), resolve=True) for a in ADAPTERS}
+
+
+def _over(base: dict, top: dict) -> dict:
+    """``top`` merged over ``base`` (what a config file changes in the run it is composed into)."""
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _over(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
     return out
 
 
-def test_every_numeric_option_of_every_shipped_config_has_a_rule_it_satisfies():
-    found = shipped_numeric_leaves()
-    assert len(found) > 200 and {f.split("/")[0] for f, _, _ in found} >= {"adapter", "shift", "data", "model"}
-    missing = sorted({f"{key} ({file})" for file, key, value in found if rule_for(key, value) is None})
-    assert not missing, f"numeric options without a rule in tta/utils/config_rules.py RULES: {missing}"
-    refused = [f"{key}={value} ({file})" for file, key, value in found if not rule_for(key, value).accepts(value)]
+def shipped_numeric_bounds(adapter_configs: dict[str, dict]) -> list[tuple[str, str, object, object]]:
+    """(file, key, value, bound) of every numeric leaf of every shipped config. A file's owners are the
+    ``_target_``s of the default run it changes (data/synth_b.yaml sets data.synth.* of the generator that run
+    names) unless it names its own; the adapters' files (and the shared blocks they compose) are checked as each
+    adapter= choice composes them, their owner being the method's ``_target_``."""
+    from omegaconf import OmegaConf
+
+    run = OmegaConf.to_container(compose("run"), resolve=True)
+    out = []
+    for file in sorted(CONF_DIR.rglob("*.yaml")):
+        if file.relative_to(CONF_DIR).parts[0] == "adapter":
+            continue
+        node = yaml.safe_load(file.read_text()) or {}
+        placed = _placed({k: v for k, v in node.items() if k != "defaults"}, _package(file))
+        owned = owned_bounds(_over(run, placed))
+        out += [(str(file.relative_to(CONF_DIR)), k, v, bound_for(k, v, owned)) for k, v in _numeric(placed)]
+    for adapter, cfg in adapter_configs.items():
+        owned = owned_bounds(cfg)
+        out += [(f"adapter/{adapter}.yaml", k, v, bound_for(k, v, owned)) for k, v in _numeric(cfg)]
+    return out
+
+
+def test_every_numeric_option_of_every_shipped_config_has_a_bound_it_satisfies(adapter_configs):
+    found = shipped_numeric_bounds(adapter_configs)
+    assert len(found) > 200 and {f.split("/")[0] for f, *_ in found} >= {"adapter", "posthoc", "data", "model"}
+    missing = sorted({f"{key} ({file})" for file, key, _, rule in found if rule is None})
+    assert not missing, ("numeric options without a bound: declare it on the owner's option dataclass "
+                         f"(docs/adding-an-adapter.md, Options) or, for a key no class owns, in RULES: {missing}")
+    refused = [f"{key}={value} ({file})" for file, key, value, rule in found if not rule.accepts(value)]
     assert not refused, refused
 
 
@@ -79,9 +130,57 @@ def test_invalid_values_are_refused_with_one_line(override, message):
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
-def test_rule_edges():
-    (rule,) = {rule_for("adapter.method.hsm.gallery_fraction")}
+def test_bound_edges():
+    from tta.adapters.components.hsm import HSMConfig
+
+    rule = declared_bounds(HSMConfig)["hsm.gallery_fraction"]
     assert rule.accepts(1.0) and not rule.accepts(0.0) and not rule.accepts(math.nan)
     assert rule_for("model.name", "clip4clip") is None and rule_for("model.embed_dim", 0) is not None
     assert rule_for("data.subset").accepts(None) and rule_for("data.subset").accepts(3.0)
     assert not rule_for("batch_size").accepts(None)
+    assert rule_for("adapter.method.hsm.alpha") is None  # the adapters' bounds are their own, not the table's
+
+
+def _option_types(owner: type) -> list[type]:
+    return [t for cls in reversed(owner.__mro__) for t in vars(cls).get("option_types", ())]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_an_owner_bound_refuses_the_same_values_up_front_and_when_its_dataclass_is_built(adapter, adapter_configs):
+    """Every bound an adapter (or its refiner) declares: a NaN for the key is refused by the run's check and by the
+    option dataclass built directly, in the same words (the run's line names the key from the config's root)."""
+    cfg = adapter_configs[adapter]
+    checked = 0
+    for path, target in owner_nodes(cfg):
+        node = cfg
+        for part in path.split("."):
+            node = node[part]
+        for options in _option_types(locate_owner(target)):
+            block = node.get(options.block, {}) if options.block else node
+            given = {f.name: block[f.name] for f in fields(options) if f.name in block}
+            for f in fields(options):
+                if BOUND not in f.metadata:
+                    continue
+                key = f"{options.block}.{f.name}" if options.block else f.name
+                broken = _set(cfg, f"{path}.{key}", math.nan)
+                with pytest.raises(ConfigValueError) as up_front:
+                    validate_config(broken)
+                with pytest.raises(ConfigValueError) as built:
+                    options(**{**given, f.name: math.nan})
+                assert str(up_front.value) == f"invalid value {path}.{key}=nan: expected {f.metadata[BOUND].describe()}"
+                assert str(up_front.value) == str(built.value).replace("invalid value ", f"invalid value {path}.")
+                checked += 1
+    declared = sum(len(declared_bounds(locate_owner(t))) for _, t in owner_nodes(cfg))
+    assert checked == declared and (checked > 0 or adapter == "source")
+
+
+def _set(cfg: dict, key: str, value) -> dict:
+    import copy
+
+    out = copy.deepcopy(cfg)
+    node = out
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return out

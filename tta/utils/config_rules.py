@@ -137,7 +137,7 @@ def owner_nodes(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
         yield from owner_nodes(v, f"{prefix}.{k}" if prefix else str(k))
 
 
-def _locate(target: str) -> Any:
+def locate_owner(target: str) -> Any:
     """The object a ``_target_`` names, or None when it cannot be imported (instantiating it reports why)."""
     module, _, name = target.rpartition(".")
     try:
@@ -150,7 +150,7 @@ def owned_bounds(cfg: dict) -> dict[str, Num]:
     """Full dotted key -> bound, for the options of every owner node of ``cfg`` (imports the owners)."""
     out: dict[str, Num] = {}
     for path, target in owner_nodes(cfg):
-        for key, rule in declared_bounds(_locate(target)).items():
+        for key, rule in declared_bounds(locate_owner(target)).items():
             out[f"{path}.{key}" if path else key] = rule
     return out
 
