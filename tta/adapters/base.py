@@ -122,8 +122,9 @@ class OnlineAdapter(L.LightningModule):
     state_keys: tuple[str, ...] = ()
     #: attributes holding objects whose own declared ``state_keys`` are resumable state (e.g. the refiner)
     state_parts: tuple[str, ...] = ("posthoc",)
-    #: the option dataclasses of the method (collected over the class hierarchy): their bounds check the config
-    option_types: tuple[type, ...] = ()
+    #: the option dataclasses of the method (collected over the class hierarchy): their bounds check the config; the
+    #: protocol's apply to the keys of every adapter, and each adapter that takes them builds them
+    option_types: tuple[type, ...] = (ProtocolOptions,)
     #: True for two-pass methods: :meth:`second_pass` runs after the first backward of every update
     two_pass: bool = False
     #: the per-step share of queries a method selects for its loss, as it records it in ``BatchRecord.extras``

@@ -146,7 +146,7 @@ class HATVTRAdapter(OnlineAdapter):
     selected_key = "selected_frac"  # logged as the selected-sample fraction
     # the bank, the memory and its derived targets; not the normalised gallery copy (_views), rebuilt on demand
     state_keys = ("hsm", "rm", "_rm_targets", "rm_accuracy")
-    option_types = (ProtocolOptions, HSMConfig, RMConfig, NAConfig, LossConfig, MGCMConfig, AdaptConfig, GateConfig)
+    option_types = (HSMConfig, RMConfig, NAConfig, LossConfig, MGCMConfig, AdaptConfig, GateConfig)
 
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",

@@ -81,7 +81,7 @@ class TCRAdapter(OnlineAdapter):
 
     selected_key = "selected_frac"  # logged as the selected-sample fraction
     state_keys = ("queue", "queue_accuracy")
-    option_types = (ProtocolOptions, TCROptions)
+    option_types = (TCROptions,)
 
     def __init__(self, steps: int = 3, lr: float | dict = 3e-4, weight_decay: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.999), reset_policy: str = "per_shift",

@@ -110,7 +110,7 @@ class GalleryEntropyAdapter(OnlineAdapter):
         steps, lr, weight_decay, betas, reset_policy, predict_with: see :class:`OnlineAdapter`.
     """
 
-    option_types = (ProtocolOptions, EntropyOptions)
+    option_types = (EntropyOptions,)
 
     def __init__(self, temperature: float = 0.02, preset: str = "orig", legacy_shared_forward: bool | None = None,
                  steps: int = 3, lr: float | dict = 3e-5, weight_decay: float = 1e-4, **kwargs):
