@@ -20,7 +20,7 @@ import hydra
 from omegaconf import DictConfig
 
 # Only light modules here: torch, Lightning and the models load when a run starts, so that a misspelt option or a
-# bad value is answered in about a second (tta/utils/cli.py), not after ten seconds of imports.
+# bad run-level value is answered in about a second (tta/utils/cli.py); an adapter's option once its module loads.
 from tta.console import print_results
 from tta.stages import DATASET_STAGES, RunScope, open_run, register_resolvers
 from tta.utils.cli import command_line_errors, exit_on_user_error

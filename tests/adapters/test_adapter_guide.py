@@ -57,3 +57,28 @@ def test_the_guide_describes_every_hook_of_the_base():
     rows = re.findall(r"^\| `([^`]+)`(?: / `([^`]+)`)? \|", table, re.M)
     named = [name.split("(")[0] for row in rows for name in row if name]
     assert sorted(named) == sorted(HOOKS)
+
+
+def test_the_guides_bound_is_enforced_up_front_and_when_built(monkeypatch):
+    from tta.adapters.base import OnlineAdapter
+    from tta.adapters.components.options import build_options
+    from tta.utils.bounds import ConfigValueError
+    from tta.utils.config_rules import validate_config
+
+    guide = (ROOT / "docs" / "adding-an-adapter.md").read_text()
+    module = types.ModuleType("tta.adapters.keep")
+    monkeypatch.setitem(sys.modules, "tta.adapters.keep", module)  # where @dataclass looks the module up
+    exec(compile(_block(guide, "python", "class KeepOptions"), "keep.py", "exec"), module.__dict__)  # noqa: S102
+
+    class KeepAdapter(OnlineAdapter):  # named as the guide's paragraph says
+        option_types = (module.KeepOptions,)
+
+    module.KeepAdapter = KeepAdapter
+    expected = "invalid value {}keep=1.5: expected a finite number in [0, 1]"
+    assert expected.format("adapter.method.") in " ".join(guide.split())  # the line the paragraph shows
+    with pytest.raises(ConfigValueError, match=re.escape(expected.format("adapter.method."))):
+        validate_config({"adapter": {"name": "keep", "method": {"_target_": "tta.adapters.keep.KeepAdapter",
+                                                                 "keep": 1.5}}})
+    with pytest.raises(ConfigValueError, match=re.escape(expected.format(""))):
+        build_options(module.KeepOptions, {"keep": 1.5})
+    assert build_options(module.KeepOptions, {"keep": 0.5}).keep == 0.5

@@ -118,8 +118,8 @@ def test_hydra_full_error_keeps_the_exception(monkeypatch, tmp_path):
 
 
 def test_the_run_command_line_loads_torch_only_when_a_run_starts():
-    """What answers a bad command line (Hydra's composition, the value rules) runs before torch and Lightning load,
-    so a typo is reported in about a second; tta/run.py imports them inside the run's stages."""
+    """What answers a bad command line (Hydra's composition, the bounds of the keys no class owns) runs before torch
+    and Lightning load, so a typo is reported in about a second; tta/run.py imports them inside the run's stages."""
     import subprocess
 
     code = ("import sys, tta.run, tta.utils.cli, tta.utils.config_rules; from omegaconf import OmegaConf; "
