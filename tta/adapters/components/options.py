@@ -2,7 +2,8 @@
 
 An adapter's ``__init__`` keeps the keyword arguments users type (``adapter.method.<key>=...``; nested blocks such as
 HAT-VTR's ``hsm:`` arrive as dicts) and turns each block into its dataclass; the dataclass validates its values in
-``__post_init__``. A *preset* is a named set of overrides:
+``__post_init__``: its numeric ranges by the bounds declared on its fields (:mod:`tta.utils.bounds`, the same that
+check a run's config before any work), its choices itself. A *preset* is a named set of overrides:
 
 * ``presets`` + ``preset`` fill every option given as None (``preset: vtr_tta``; an explicit value always wins);
 * ``force`` overrides whatever was given (HAT-VTR's ``strict_reproduction``).
