@@ -100,6 +100,8 @@ def inverted_softmax_log(sims: torch.Tensor, bank: torch.Tensor, beta: float) ->
 
 @dataclass
 class QBNormOptions(Options):
+    """The numeric options of :class:`QBNorm` (``posthoc.beta``, ``posthoc.k``)."""
+
     beta: float = bound(POSITIVE)
     k: int = bound(Int(1))
 
@@ -174,6 +176,8 @@ class QBNorm(ScoreRefiner):
 
 @dataclass
 class DualSoftmaxOptions(Options):
+    """The numeric option of :class:`DualSoftmax` (``posthoc.inv_temp``)."""
+
     inv_temp: float = bound(POSITIVE)
 
 
