@@ -17,34 +17,38 @@ NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", 
                 "callbacks", "tags", "task_name", "print_config", "shift.motion_store", "gallery_shift.motion_store",
                 "job", "data._target_", "data.prepare")  # the parts that compute it are named by what they compute
 
+# keys whose default computes what a config without the key computes: at the default they are left out, so a config
+# with the key and one without it name the same run
+SAME_AS_ABSENT = {"matmul_precision": "highest", "data.split": "test"}
+
 
 def identity_keys(config: dict) -> dict:
-    """``config`` (a resolved run config) without the :data:`NOT_IDENTITY` keys."""
+    """``config`` (a resolved run config) without the :data:`NOT_IDENTITY` keys, and without the
+    :data:`SAME_AS_ABSENT` keys at their defaults."""
     out = dict(config)
-    if out.get("matmul_precision", "highest") == "highest":  # full float32 names the same run as a config
-        out.pop("matmul_precision", None)                    # written before the key existed
     for key in NOT_IDENTITY:
+        _drop(out, key)
+    for key, default in SAME_AS_ABSENT.items():
         group, _, name = key.partition(".")
-        if not name:
-            out.pop(group, None)
-        elif isinstance(out.get(group), dict):
-            out[group] = {k: v for k, v in out[group].items() if k != name}
+        node = out if not name else out.get(group)
+        if isinstance(node, dict) and node.get(name or group, default) == default:
+            _drop(out, key)
     return out
+
+
+def _drop(config: dict, key: str) -> None:
+    """Remove the top-level or ``group.key`` entry ``key`` from ``config`` (in place)."""
+    group, _, name = key.partition(".")
+    if not name:
+        config.pop(group, None)
+    elif isinstance(config.get(group), dict):
+        config[group] = {k: v for k, v in config[group].items() if k != name}
 
 
 def same_identity(stored: dict, cfg: DictConfig) -> bool:
     """Whether a stored resolved config describes the same run as ``cfg`` (loggers, progress bars etc. aside)."""
     mine = OmegaConf.to_container(cfg, resolve=True)
-    return _identity(mine) == _identity(stored)
-
-
-def _identity(config: dict) -> dict:
-    """The keys that name a run; ``data.split: test`` equals a config written before the key existed."""
-    out = identity_keys(config)
-    data = out.get("data")
-    if isinstance(data, dict) and data.get("split", "test") == "test":
-        out["data"] = {k: v for k, v in data.items() if k != "split"}
-    return out
+    return identity_keys(mine) == identity_keys(stored)
 
 
 def complete_results(run_dir: Path, cfg: DictConfig) -> dict[str, Any] | None:
