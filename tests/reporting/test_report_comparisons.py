@@ -11,11 +11,13 @@ import pandas as pd
 import pytest
 
 from tests.reporting.synthetic_runs import ranks_with_hits, write_run
-from tta.report import build_report
 from tta.report import main as report_main
 from tta.reporting.collect import export_rows, load_rows, load_runs
+from tta.reporting.full_report import build_report
 from tta.reporting.pages import render_tables
-from tta.reporting.tables import compare_cells, list_table, paper_tables
+from tta.reporting.paired import compare_cells
+from tta.reporting.paper import paper_tables
+from tta.reporting.run_list import list_table
 
 N = 400
 

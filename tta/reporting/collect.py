@@ -4,7 +4,7 @@
 * committed row files (``*.jsonl``, docs/results/rows/): one JSON object per line, as the earlier table runner
   wrote them (:func:`load_rows`).
 
-Both give the same columns, so every table of :mod:`tta.reporting.tables` renders either (:func:`load_runs`).
+Both give the same columns, so every table layout of :mod:`tta.reporting` renders either (:func:`load_runs`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -24,10 +25,27 @@ log = logging.getLogger(__name__)
 #: score-refinement methods, HAT-VTR last; adapters not listed follow alphabetically
 ADAPTER_ORDER = ("source", "tent", "read", "sar", "eata", "tcr", "hsm", "qbnorm", "dsl", "hatvtr")
 LEVEL_ORDER = ("clean", "low", "mid", "high", "character", "word", "sentence", "stream")
-#: what makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats. The
-#: rest of a run's configuration is part of its identity too (:func:`separate_cells`): runs of other query counts or
-#: source weights get their own ``data`` label, other settings their own ``config`` label, so these columns suffice
-CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config", "shift", "severity", "gallery_shift")
+
+
+class Cell(NamedTuple):
+    """What makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats.
+    The rest of a run's configuration is part of its identity too (:func:`separate_cells`): runs of other query
+    counts or source weights get their own ``data`` label, other settings their own ``config`` label, so these
+    fields suffice. Comparisons are keyed by it; read its fields by name."""
+
+    data: str
+    task: str
+    scenario: str
+    train_data: str | None
+    protocol: str | None
+    model: str
+    config: str
+    shift: str
+    severity: int
+    gallery_shift: str | None
+
+
+CELL = Cell._fields  # the run-frame columns of a cell, in Cell's order
 #: config keys (top level, or a dotted prefix) that never make two runs different cells: the seeds (a cell's repeats
 #: differ in them), where files go and how many workers decode (besides :data:`tta.results.identity.NOT_IDENTITY`)
 NOT_SETUP = ("seed", "shift_seed", "paths", "data.workers")

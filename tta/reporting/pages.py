@@ -14,26 +14,79 @@ from __future__ import annotations
 
 import datetime
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from tta.reporting.collect import load_runs
 from tta.reporting.compare import PAIRED_METRICS
-from tta.reporting.tables import Table, compare_cells, comparison_tables, list_table, pivot_tables
+from tta.reporting.paired import compare_cells, comparison_tables
+from tta.reporting.pivot import pivot_tables
+from tta.reporting.run_list import list_table
+from tta.reporting.table import Table
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
+
+
+@dataclass
+class TableOptions:
+    """The options of ``python -m tta.report`` (and of a page's table) that the table layouts read."""
+
+    metric: str = "R@1"
+    second: str | None = "skewness"
+    bold: bool = False
+    mean: bool = False
+    per_model: bool = False
+    sort: bool = False
+    title: str | None = None
+    baseline: str | None = None
+
+
+def _pivot(df: pd.DataFrame, opts: TableOptions) -> list[Table]:
+    """Marked against source (and bold) from the paired intervals of the per-query ranks; unmarked without them."""
+    second = None if opts.second in (None, "none") else opts.second
+    comparisons = {}
+    if opts.metric in PAIRED_METRICS and (df["config"] == "source").any():
+        comparisons, _ = compare_cells(df, "source", opts.metric)
+    tables = pivot_tables(df, opts.metric, second=second, bold=opts.bold, mean=opts.mean, per_model=opts.per_model,
+                          comparisons=comparisons)
+    if opts.title:
+        for t in tables:
+            t.title = f"{opts.title}: {t.title}"
+    return tables
+
+
+def _list(df: pd.DataFrame, opts: TableOptions) -> list[Table]:
+    return [list_table(df, sort=opts.sort, title=opts.title or "runs")]
+
+
+def _compare(df: pd.DataFrame, opts: TableOptions) -> list[Table]:
+    """The paired differences to source (or the baseline), their intervals, win/tie/loss counts."""
+    against = opts.baseline or "source"
+    if not (df["config"] == against).any():
+        raise ValueError(f"--baseline {against}: no such configuration in the rows")
+    comparisons, missing = compare_cells(df, against, opts.metric)
+    return comparison_tables(comparisons, missing, against, opts.metric)
+
+
+#: the table layouts of ``--layout`` besides ``paper`` (:mod:`tta.reporting.full_report`): name -> (runs, options)
+#: -> tables
+LAYOUTS: dict[str, Callable[[pd.DataFrame, TableOptions], list[Table]]] = {
+    "pivot": _pivot, "list": _list, "compare": _compare}
 
 
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
                   model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
                   segments: bool = False, sort: bool = False, title: str | None = None,
                   baseline: str | None = None, cost=None) -> list[Table]:
-    """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`).
-
-    Pivot cells are marked against source (and bold) from the paired intervals of the per-query ranks, computed
-    the same way from row files as from sweep directories; runs without them are shown unmarked."""
+    """The tables of one :data:`LAYOUTS` layout of any mix of row files and sweep directories; ``model`` keeps
+    those backbones, ``segments`` splits continual streams, ``cost`` takes ms/query from the overhead benchmark."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; layouts: paper, {', '.join(LAYOUTS)}")
     df, _ = load_runs(sources, segments=segments)
     if cost:  # ms/query from benchmarks/method_overhead.py, not the runs' own clocks
         from tta.reporting.overhead import apply_overhead
@@ -43,24 +96,7 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
         df = df[df["model"].isin(model)]
         if df.empty:
             raise ValueError(f"no runs of model(s) {', '.join(model)} in {', '.join(map(str, sources))}")
-    if layout == "list":
-        return [list_table(df, sort=sort, title=title or "runs")]
-    if layout == "compare":  # the paired differences to source (or baseline), their intervals, win/tie/loss counts
-        against = baseline or "source"
-        if not (df["config"] == against).any():
-            raise ValueError(f"--baseline {against}: no such configuration in the rows")
-        comparisons, missing = compare_cells(df, against, metric)
-        return comparison_tables(comparisons, missing, against, metric)
-    second = None if second in (None, "none") else second
-    comparisons = {}
-    if metric in PAIRED_METRICS and (df["config"] == "source").any():
-        comparisons, _ = compare_cells(df, "source", metric)
-    tables = pivot_tables(df, metric, second=second, bold=bold, mean=mean, per_model=per_model,
-                          comparisons=comparisons)
-    if title:
-        for t in tables:
-            t.title = f"{title}: {t.title}"
-    return tables
+    return LAYOUTS[layout](df, TableOptions(metric, second, bold, mean, per_model, sort, title, baseline))
 
 
 def table_command(sources, layout="pivot", second="skewness", model=None, bold=False, mean=False, per_model=False,
