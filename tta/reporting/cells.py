@@ -9,6 +9,10 @@ from tta.reporting.collect import Cell, shift_label, sides_label
 
 #: the run-frame columns of one table of a sweep report: a table per (data, task, scenario)
 KEYS = ("data", "task", "scenario")
+#: under a table with a "stream %" column (runs recorded before time_s.adapt became the method's own work)
+STREAM_SHARE_NOTE = ("stream %: the share of the run's wall time its query stream took, which runs recorded before "
+                     "time_s.adapt became the method's own work give instead of adapt % (the share of the method's "
+                     "own adaptation and refinement); the two are different quantities and are not compared")
 
 
 def cell_key(row) -> Cell:

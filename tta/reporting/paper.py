@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tta.reporting.cells import KEYS, failed_notes, run_shift_label, seeds_of, table_title
+from tta.reporting.cells import KEYS, STREAM_SHARE_NOTE, failed_notes, run_shift_label, seeds_of, table_title
 from tta.reporting.collect import Cell, complete_columns, level_label
 from tta.reporting.table import Table
 
 #: (run-frame column, header, decimals, scale) of the cost columns beside the scores
-COST_COLUMNS = (("ms_per_query", "ms/query", 1, 1.0), ("adapt_share", "adapt %", 0, 100.0),
-                ("peak_rss_mb", "peak MB", 0, 1.0), ("peak_gpu_mb", "GPU MB", 0, 1.0))
+COST_COLUMNS = (("ms_per_query", "ms/query", 1, 1.0), ("method_share", "adapt %", 0, 100.0),
+                ("stream_share", "stream %", 0, 100.0), ("peak_rss_mb", "peak MB", 0, 1.0),
+                ("peak_gpu_mb", "GPU MB", 0, 1.0))
 ROWS = ["model", "adapter_rank", "config"]
 COLUMNS = ["level_rank", "level_name", "shift", "severity", "gallery", "column"]
 
@@ -61,8 +62,9 @@ def _paper_table(key: tuple, part: pd.DataFrame, metric: str, comparisons: dict,
         mean[("", "Avg")] = mean[shifted].mean(axis=1)
     digits = _add_cost(mean, part, ["model", "config"], list(index))
     sd, n, marks, det = (f.reindex(columns=mean.columns) for f in (sd, n, marks, det))
+    notes = failed_notes(part) + ([STREAM_SHARE_NOTE] if "stream %" in digits else [])
     return Table(table_title(key, part), mean, metric, seeds, seed_values, sd=sd, n=n, marks=marks, against=against,
-                 digits=digits, notes=failed_notes(part), det=det)
+                 digits=digits, notes=notes, det=det)
 
 
 def _named(index: pd.Index):
