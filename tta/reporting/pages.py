@@ -132,7 +132,44 @@ def _rows_field(files: list[Path], field: str, width: int = 10) -> str | None:
 
 
 def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str) -> str:
+    """One page: title, about, the seed line, where its numbers come from, then each table under its command."""
     files = list(dict.fromkeys(rows_dir / f for t in spec["tables"] for f in t["rows"]))
+    provenance = _provenance_lines(name, spec, files, spec_path, date)
+    tables, seeds, intervals = [], set(), False
+    for t in spec["tables"]:
+        opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
+        cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
+        rendered = render_tables([rows_dir / f for f in t["rows"]], **opts, cost=ROOT / cost if cost else None)
+        seeds |= {s for r in rendered for s in r.seed_values}
+        intervals |= any(r.marks is not None for r in rendered) and all(
+            "no per-query ranks" not in " ".join(r.notes) for r in rendered)
+        command = table_command([f"docs/results/rows/{f}" for f in t["rows"]], **opts, cost=cost)
+        tables.append((t.get("note"), command, "\n\n".join(r.to_markdown() for r in rendered)))
+    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", _seed_line(seeds, intervals, tables), "",
+             *provenance]
+    for note, command, body in tables:
+        if note:
+            lines += [note.strip(), ""]
+        lines += [f"`{command}`", "", body, ""]
+    return "\n".join(lines)
+
+
+def _seed_line(seeds: set, intervals: bool, tables: list[tuple]) -> str:
+    """How many seeds the page's numbers are over, and how its cells are marked."""
+    how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
+           "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
+           "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
+    if seeds == {42}:
+        return ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
+                f"seeds move them is in [seeds.md](seeds.md). {how}")
+    det = any("(det.)" in body for _, _, body in tables)
+    return (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n)"
+            + ("; a cell whose seeds gave identical results shows its value once, marked (det.)" if det
+               else "") + f". {how}")
+
+
+def _provenance_lines(name: str, spec: dict, files: list[Path], spec_path: str, date: str) -> list[str]:
+    """The page's table of where its numbers come from: command, rows, code, source weights, date, recipe."""
     main = _git("rev-parse", "--short", "main") or _git("rev-parse", "--short", "HEAD") or "unknown"
     recorded = _rows_field(files, "commit")
     weights = _rows_field(files, "source_weights", 8)
@@ -145,44 +182,15 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
             raise FileNotFoundError(f"page {name}: no experiment config {EXPERIMENTS / e}.yaml")
     reproduce = [f"`python -m tta.run -m experiment={e}` then `python -m tta.report outputs/experiments/{e}`"
                  for e in experiments] + [f"`{c}`" for c in spec.get("reproduce", [])]
-    tables, seeds, intervals = [], set(), False
-    for t in spec["tables"]:
-        opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
-        cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
-        sources = [rows_dir / f for f in t["rows"]]
-        rel = [f"docs/results/rows/{f}" for f in t["rows"]]
-        rendered = render_tables(sources, **opts, cost=ROOT / cost if cost else None)
-        seeds |= {s for r in rendered for s in r.seed_values}
-        intervals |= any(r.marks is not None for r in rendered) and all(
-            "no per-query ranks" not in " ".join(r.notes) for r in rendered)
-        body = "\n\n".join(r.to_markdown() for r in rendered)
-        tables.append((t.get("note"), table_command(rel, **opts, cost=cost), body))
-    how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
-           "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
-           "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
-    if seeds == {42}:
-        seed_line = ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
-                     f"seeds move them is in [seeds.md](seeds.md). {how}")
-    else:
-        det = any("(det.)" in body for _, _, body in tables)
-        seed_line = (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n)"
-                     + ("; a cell whose seeds gave identical results shows its value once, marked (det.)" if det
-                        else "") + f". {how}")
-    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", seed_line, "",
-             "| | |", "|---|---|",
-             f"| rendered by | `python -m tta.report --pages {spec_path} --page {name}` |",
-             "| rows | " + ", ".join(f"[rows/{f.name}](rows/{f.name})" + (f" (committed in {added[f.name]})"
-                                                                        if added[f.name] else "") for f in files) + " |",
-             f"| code of the rows | {code} |",
-             *([f"| source weights | {weights} (the source models the rows start from; results.json "
-                f"source_weights) |"] if weights else []),
-             f"| rendered on | {date} |",
-             "| reproduce the rows | " + ("<br>".join(reproduce) or "no recipe recorded") + " |", ""]
-    for note, command, body in tables:
-        if note:
-            lines += [note.strip(), ""]
-        lines += [f"`{command}`", "", body, ""]
-    return "\n".join(lines)
+    return ["| | |", "|---|---|",
+            f"| rendered by | `python -m tta.report --pages {spec_path} --page {name}` |",
+            "| rows | " + ", ".join(f"[rows/{f.name}](rows/{f.name})" + (f" (committed in {added[f.name]})"
+                                                                       if added[f.name] else "") for f in files) + " |",
+            f"| code of the rows | {code} |",
+            *([f"| source weights | {weights} (the source models the rows start from; results.json "
+               f"source_weights) |"] if weights else []),
+            f"| rendered on | {date} |",
+            "| reproduce the rows | " + ("<br>".join(reproduce) or "no recipe recorded") + " |", ""]
 
 
 def render_pages(spec_path: str | Path, names: list[str] | None = None, date: str | None = None) -> list[Path]:
