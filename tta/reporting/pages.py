@@ -29,7 +29,7 @@ from tta.reporting.run_list import list_table
 from tta.reporting.table import Table
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
+EXPERIMENTS = ROOT / "conf" / "experiment"
 
 
 @dataclass
