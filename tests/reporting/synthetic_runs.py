@@ -11,7 +11,7 @@ import numpy as np
 
 def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", severity: int = 5, seed: int = 42,
               ranks=None, model: str = "clip4clip", task: str = "v2t", failed=None, ms: float = 10.0,
-              adapt_share: float = 0.0, peak_rss_mb: float = 900.0, num_gallery: int = 100,
+              method_share: float = 0.0, peak_rss_mb: float = 900.0, num_gallery: int = 100,
               shift_seed: int | None = None, with_ranks: bool = True, source_weights: str | None = None,
               raw: tuple[float, float] | None = None, stream: list[tuple[str, int]] | None = None,
               gallery_shift: tuple[str, int] | None = None, config: dict | None = None) -> Path:
@@ -30,9 +30,10 @@ def write_run(root: Path, *, adapter: str = "source", shift: str = "gaussian", s
            "train_data": "synth", "num_queries": len(ranks), "num_gallery": num_gallery,
            "retrieval": {"R@1": rec[1], "R@5": rec[5], "R@10": rec[10], "R@50": rec[50],
                          "MdR": float(np.median(ranks)), "MnR": float(np.mean(ranks))},
-           "hubness": {"skewness": 1.0, "k": 10}, "time_s": {"total": 1.0, "adapt": adapt_share, "per_query_ms": ms},
+           "hubness": {"skewness": 1.0, "k": 10}, "time_s": {"total": 1.0, "stream": 1.0, "adapt": method_share,
+                                                          "per_query_ms": ms},
            "failed_rows": int(failed.sum()),
-           "cost": {"ms_per_query": ms, "adapt_share": adapt_share, "peak_rss_mb": peak_rss_mb, "peak_gpu_mb": None}}
+           "cost": {"ms_per_query": ms, "method_share": method_share, "peak_rss_mb": peak_rss_mb, "peak_gpu_mb": None}}
     if source_weights is not None:
         res["source_weights"] = source_weights
     if gallery_shift is not None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from tests.reporting.synthetic_runs import write_run
-from tta.report import build_report
 from tta.reporting.collect import load_runs
-from tta.reporting.tables import list_table
+from tta.reporting.full_report import build_report
+from tta.reporting.run_list import list_table
 
 
 def _add(run_dir, **fields):

@@ -12,7 +12,10 @@ import pytest
 
 from tests.reporting.synthetic_runs import ranks_with_hits, write_run
 from tta.reporting.collect import load_rows, load_sweep
-from tta.reporting.tables import compare_cells, paper_tables, pivot_tables, robustness_table
+from tta.reporting.paired import compare_cells
+from tta.reporting.paper import paper_tables
+from tta.reporting.pivot import pivot_tables
+from tta.reporting.robustness import robustness_table
 
 
 def _config(adapter: str, shift: str, severity: int, seed: int, subset=200, lr=None) -> dict:

@@ -11,11 +11,13 @@ import pandas as pd
 import pytest
 
 from tests.reporting.synthetic_runs import ranks_with_hits, write_run
-from tta.report import build_report
 from tta.report import main as report_main
 from tta.reporting.collect import export_rows, load_rows, load_runs
+from tta.reporting.full_report import build_report
 from tta.reporting.pages import render_tables
-from tta.reporting.tables import compare_cells, list_table, paper_tables
+from tta.reporting.paired import compare_cells
+from tta.reporting.paper import paper_tables
+from tta.reporting.run_list import list_table
 
 N = 400
 
@@ -31,10 +33,10 @@ def sweep(tmp_path_factory):
         write_run(root, adapter="source", seed=seed, ranks=ranks_with_hits(base, np.random.default_rng(8)), ms=10.0)
     for seed, extra in ((1, 0.20), (2, 0.25), (3, 0.15)):
         write_run(root, adapter="tent", seed=seed, ranks=ranks_with_hits(base | (rng.random(N) < extra), rng),
-                  ms=30.0, adapt_share=0.5)
+                  ms=30.0, method_share=0.5)
     one_more = base.copy()
     one_more[np.flatnonzero(~base)[0]] = True  # a 0.25-point "win"
-    write_run(root, adapter="sar", seed=1, ranks=ranks_with_hits(one_more, rng), ms=20.0, adapt_share=0.4,
+    write_run(root, adapter="sar", seed=1, ranks=ranks_with_hits(one_more, rng), ms=20.0, method_share=0.4,
               failed=np.arange(N) < 3)
     return root
 
@@ -54,7 +56,7 @@ def test_only_intervals_that_exclude_zero_are_marked(sweep):
     df, _ = load_runs([sweep])
     comps, missing = compare_cells(df, "source")
     assert not missing
-    by = {k[6]: c for k, c in comps.items() if k[7] == "gaussian"}
+    by = {k.config: c for k, c in comps.items() if k.shift == "gaussian"}
     assert by["tent"].low > 0 and by["tent"].mark == "better"
     assert by["sar"].diff == pytest.approx(100 / N) and by["sar"].low <= 0 <= by["sar"].high
     [table] = paper_tables(df, comparisons=comps)
@@ -85,6 +87,36 @@ def test_report_writes_comparisons_cost_failed_rows_and_gain_plot(sweep, tmp_pat
     assert report_main([str(sweep), "--out", str(tmp_path / "cli")]) == 0
     assert "failed rows" in capsys.readouterr().out.splitlines()[-1]
 
+
+
+def test_stream_shares_of_earlier_runs_never_share_the_adapt_column(tmp_path):
+    """time_s.adapt was the whole stream's time before runs recorded time_s.stream: the adapt_share of such a run
+    (a committed row, or a results.json without time_s.stream) is the stream's share and shows as "stream %" with a
+    note; a current run's method share shows as "adapt %"; no column holds both."""
+    rows = tmp_path / "rows.jsonl"
+    old = {"config": "tent", "model": "xpool", "task": "v2t", "shift": "gaussian", "severity": 5, "scenario": "qs",
+           "data": "synth", "train_data": "synth", "R@1": 30.0,
+           "cost": {"adapt_share": 0.9, "peak_rss_mb": 900.0}}
+    new = {**old, "config": "sar", "cost": {"method_share": 0.2, "stream_share": None, "peak_rss_mb": 900.0}}
+    rows.write_text("\n".join(json.dumps(r) for r in (old, new)) + "\n")
+    [table] = render_tables([rows], layout="list")
+    tent, sar = (table.frame.xs(c, level="config").iloc[0] for c in ("tent", "sar"))
+    assert tent[("", "stream %")] == pytest.approx(90.0) and np.isnan(tent[("", "adapt %")])
+    assert sar[("", "adapt %")] == pytest.approx(20.0) and np.isnan(sar[("", "stream %")])
+    assert any(n.startswith("stream %: the share of the run's wall time its query stream took") for n in table.notes)
+    sweep = tmp_path / "sweep"  # results.json: the same key, told apart by time_s.stream
+    ranks = np.arange(1, 41)
+    for adapter, share, stream in (("source", 0.95, False), ("tent", 0.3, True)):
+        res_file = write_run(sweep, adapter=adapter, ranks=ranks) / "results.json"
+        res = json.loads(res_file.read_text())
+        res["cost"] = {"ms_per_query": 10.0, "adapt_share": share, "peak_rss_mb": 900.0, "peak_gpu_mb": None}
+        res["time_s"] = {"total": 1.0, "adapt": share, "per_query_ms": 10.0, **({"stream": 1.0} if stream else {})}
+        res_file.write_text(json.dumps(res))
+    [paper] = paper_tables(load_runs([sweep])[0])
+    assert paper.frame.loc[("clip4clip", "source"), ("cost", "stream %")] == pytest.approx(95.0)
+    assert np.isnan(paper.frame.loc[("clip4clip", "source"), ("cost", "adapt %")])
+    assert paper.frame.loc[("clip4clip", "tent"), ("cost", "adapt %")] == pytest.approx(30.0)
+    assert np.isnan(paper.frame.loc[("clip4clip", "tent"), ("cost", "stream %")])
 
 def test_row_files_give_the_same_intervals_as_the_sweep(sweep, tmp_path):
     df, _ = load_runs([sweep])

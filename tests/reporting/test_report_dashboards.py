@@ -13,8 +13,8 @@ import torch
 
 from tests.reporting.headless_browser import INSTALL, Page, chromium
 from tests.reporting.wandb_offline import summarize
-from tta.report import build_report
 from tta.report import main as report_main
+from tta.reporting.full_report import build_report
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 pytestmark = pytest.mark.heavy  # matplotlib plots of a sweep, W&B, Chromium: seconds each

@@ -9,16 +9,13 @@ import pytest
 
 from tests.reporting.synthetic_runs import ranks_with_hits, write_run
 from tta.metrics.hubness import hubness_from_occurrence
-from tta.report import _gain_cost_points, robustness_markdown
 from tta.reporting.collect import load_sweep, shift_caption, shifted_side
+from tta.reporting.full_report import _gain_cost_points
+from tta.reporting.hubness import hubness_tables
+from tta.reporting.paired import compare_cells, comparison_tables
+from tta.reporting.paper import paper_tables
 from tta.reporting.plots import _skewness_of
-from tta.reporting.tables import (
-    compare_cells,
-    comparison_tables,
-    hubness_tables,
-    paper_tables,
-    robustness_table,
-)
+from tta.reporting.robustness import robustness_markdown, robustness_table
 
 
 def test_the_shifted_side_follows_the_shift_and_the_task():

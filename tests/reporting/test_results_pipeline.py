@@ -21,8 +21,10 @@ from tests.conftest import tiny_overrides
 from tta.report import main as report_main
 from tta.reporting.collect import ADAPTER_ORDER, load_rows, shift_label
 from tta.reporting.pages import render_pages
+from tta.reporting.paper import paper_tables
+from tta.reporting.pivot import pivot_tables
 from tta.reporting.plots import row_ranks
-from tta.reporting.tables import list_table, paper_tables, pivot_tables
+from tta.reporting.run_list import list_table
 from tta.utils.config import compose
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tta.metrics.robustness import aggregate_robustness
-from tta.reporting.tables import robustness_table, shift_group
+from tta.reporting.robustness import robustness_table, shift_group
 
 
 def _run(adapter, shift, severity, r1, r5=None, r10=None, seed=42):

@@ -18,8 +18,8 @@ import pytest
 
 from tests.conftest import tiny_overrides
 from tests.reporting.wandb_offline import summarize
-from tta.report import build_report
 from tta.report import main as report_main
+from tta.reporting.full_report import build_report
 from tta.run import run
 from tta.utils.config import compose
 from tta.utils.sweep import job_dirname, sweep_choice_error
@@ -277,7 +277,7 @@ def test_paper_table_experiments_name_registered_shifts_and_compose():
 def test_severity_tables_long_layout():
     import pandas as pd
 
-    from tta.reporting.tables import paper_tables, severity_tables
+    from tta.reporting.paper import paper_tables, severity_tables
 
     rows = []
     for seed in (0, 1):
@@ -303,7 +303,6 @@ def test_severity_tables_long_layout():
 def test_report_names_runs_with_skipped_inputs_or_a_collapse(tmp_path):
     import json as _json
 
-    from tta.report import build_report
 
     base = {"data": "synth", "task": "v2t", "scenario": "qs", "model": "xpool", "posthoc": "none", "severity": 0,
             "seed": 42, "train_data": "synth", "num_queries": 98,

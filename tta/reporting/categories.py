@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tta.reporting.cells import run_shift_label
 from tta.reporting.collect import complete_columns, sides_label
-from tta.reporting.tables import Table, run_shift_label
+from tta.reporting.table import Table
 
 
 def category_table(df: pd.DataFrame, metric: str = "R@1") -> Table | None:

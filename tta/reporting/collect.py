@@ -4,7 +4,7 @@
 * committed row files (``*.jsonl``, docs/results/rows/): one JSON object per line, as the earlier table runner
   wrote them (:func:`load_rows`).
 
-Both give the same columns, so every table of :mod:`tta.reporting.tables` renders either (:func:`load_runs`).
+Both give the same columns, so every table layout of :mod:`tta.reporting` renders either (:func:`load_runs`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -24,18 +25,35 @@ log = logging.getLogger(__name__)
 #: score-refinement methods, HAT-VTR last; adapters not listed follow alphabetically
 ADAPTER_ORDER = ("source", "tent", "read", "sar", "eata", "tcr", "hsm", "qbnorm", "dsl", "hatvtr")
 LEVEL_ORDER = ("clean", "low", "mid", "high", "character", "word", "sentence", "stream")
-#: what makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats. The
-#: rest of a run's configuration is part of its identity too (:func:`separate_cells`): runs of other query counts or
-#: source weights get their own ``data`` label, other settings their own ``config`` label, so these columns suffice
-CELL = ("data", "task", "scenario", "train_data", "protocol", "model", "config", "shift", "severity", "gallery_shift")
+
+
+class Cell(NamedTuple):
+    """What makes two runs the same cell of a table: runs that differ only in seed (and shift_seed) are its repeats.
+    The rest of a run's configuration is part of its identity too (:func:`separate_cells`): runs of other query
+    counts or source weights get their own ``data`` label, other settings their own ``config`` label, so these
+    fields suffice. Comparisons are keyed by it; read its fields by name."""
+
+    data: str
+    task: str
+    scenario: str
+    train_data: str | None
+    protocol: str | None
+    model: str
+    config: str
+    shift: str
+    severity: int
+    gallery_shift: str | None
+
+
+CELL = Cell._fields  # the run-frame columns of a cell, in Cell's order
 #: config keys (top level, or a dotted prefix) that never make two runs different cells: the seeds (a cell's repeats
 #: differ in them), where files go and how many workers decode (besides :data:`tta.results.identity.NOT_IDENTITY`)
 NOT_SETUP = ("seed", "shift_seed", "paths", "data.workers")
 FROM, OVERRIDES = "(recorded as)", "overrides"  # run_setup: what a setup was read from
 #: what a run records about its shift (results.json consistency, input_change, query_filter; docs/outputs.md)
 EFFECT = ("top1_unchanged", "top5_overlap", "input_distance", "changed_share", "filtered_share")
-#: the cost columns of a run (results.json "cost"; ms_per_query from time_s)
-COST = ("ms_per_query", "adapt_share", "peak_rss_mb", "peak_gpu_mb")
+#: the cost columns of a run (results.json "cost"; ms_per_query from time_s): :func:`cost_fields`
+COST = ("ms_per_query", "method_share", "stream_share", "peak_rss_mb", "peak_gpu_mb")
 #: what refining methods (HSM-based adapters, post-hoc refiners) also record before refinement: "<metric> raw"
 RAW = ("R@1", "skewness")
 
@@ -161,7 +179,7 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
             row["skewness raw"] = (res.get("hubness_raw") or {}).get("skewness")
         cost = res.get("cost") or {}
         row["ms_per_query"] = cost.get("ms_per_query", res["time_s"]["per_query_ms"])
-        row.update({k: cost.get(k) for k in COST[1:]})
+        row.update(cost_fields(cost, res["time_s"]))
         row["failed_rows"] = int(res.get("failed_rows") or 0)
         row["queries"] = QueryRanks.load(file.parent)
         row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
@@ -421,6 +439,21 @@ def _int_or_none(v):
     return None if v is None else int(v)
 
 
+def cost_fields(cost: dict, time_s: dict | None = None) -> dict:
+    """The cost columns (:data:`COST` after ms/query) of a results.json ``cost`` (with its ``time_s``) or a row's.
+
+    ``time_s.adapt`` changed meaning when runs began to record ``time_s.stream``: before, it was the whole stream's
+    time, so the ``adapt_share`` of those runs is the stream's share of the run (``stream_share``); since, it is the
+    method's own adaptation and refinement (``method_share``, 0 for source), written as ``method_share`` by now. A
+    row file's ``adapt_share`` is always the stream's share (every committed row was computed before the change;
+    rows exported since carry ``method_share``). The two never share a column."""
+    fields = {k: cost.get(k) for k in COST[1:]}
+    if cost.get("adapt_share") is not None:
+        new_meaning = time_s is not None and "stream" in time_s
+        fields["method_share" if new_meaning else "stream_share"] = cost["adapt_share"]
+    return fields
+
+
 def load_rows(files, segments: bool = False) -> pd.DataFrame:
     """The rows of committed row files (JSON lines), in file order, as :func:`load_sweep`'s frame.
 
@@ -453,7 +486,7 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "commit": r.get("commit"), "setup": json.dumps(run_setup(over, overrides=True), sort_keys=True),
                     **{f"{k} raw": (r.get("raw") or {}).get(k) for k in RAW},
                     **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
-                    **{k: (r.get("cost") or {}).get(k) for k in COST[1:]}}
+                    **cost_fields(r.get("cost") or {})}
             if base["num_queries"] is None and (r.get("per_query") or {}).get("n"):  # older rows: from the ranks
                 base["num_queries"] = int(r["per_query"]["n"])
             if r["config"].endswith(f" seed {base['seed']}"):  # a seed in the label: a repeat of the same cell

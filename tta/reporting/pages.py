@@ -14,26 +14,79 @@ from __future__ import annotations
 
 import datetime
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from tta.reporting.collect import load_runs
 from tta.reporting.compare import PAIRED_METRICS
-from tta.reporting.tables import Table, compare_cells, comparison_tables, list_table, pivot_tables
+from tta.reporting.paired import compare_cells, comparison_tables
+from tta.reporting.pivot import pivot_tables
+from tta.reporting.run_list import list_table
+from tta.reporting.table import Table
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPERIMENTS = ROOT / "tta" / "conf" / "experiment"
+EXPERIMENTS = ROOT / "conf" / "experiment"
+
+
+@dataclass
+class TableOptions:
+    """The options of ``python -m tta.report`` (and of a page's table) that the table layouts read."""
+
+    metric: str = "R@1"
+    second: str | None = "skewness"
+    bold: bool = False
+    mean: bool = False
+    per_model: bool = False
+    sort: bool = False
+    title: str | None = None
+    baseline: str | None = None
+
+
+def _pivot(df: pd.DataFrame, opts: TableOptions) -> list[Table]:
+    """Marked against source (and bold) from the paired intervals of the per-query ranks; unmarked without them."""
+    second = None if opts.second in (None, "none") else opts.second
+    comparisons = {}
+    if opts.metric in PAIRED_METRICS and (df["config"] == "source").any():
+        comparisons, _ = compare_cells(df, "source", opts.metric)
+    tables = pivot_tables(df, opts.metric, second=second, bold=opts.bold, mean=opts.mean, per_model=opts.per_model,
+                          comparisons=comparisons)
+    if opts.title:
+        for t in tables:
+            t.title = f"{opts.title}: {t.title}"
+    return tables
+
+
+def _list(df: pd.DataFrame, opts: TableOptions) -> list[Table]:
+    return [list_table(df, sort=opts.sort, title=opts.title or "runs")]
+
+
+def _compare(df: pd.DataFrame, opts: TableOptions) -> list[Table]:
+    """The paired differences to source (or the baseline), their intervals, win/tie/loss counts."""
+    against = opts.baseline or "source"
+    if not (df["config"] == against).any():
+        raise ValueError(f"--baseline {against}: no such configuration in the rows")
+    comparisons, missing = compare_cells(df, against, opts.metric)
+    return comparison_tables(comparisons, missing, against, opts.metric)
+
+
+#: the table layouts of ``--layout`` besides ``paper`` (:mod:`tta.reporting.full_report`): name -> (runs, options)
+#: -> tables
+LAYOUTS: dict[str, Callable[[pd.DataFrame, TableOptions], list[Table]]] = {
+    "pivot": _pivot, "list": _list, "compare": _compare}
 
 
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
                   model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
                   segments: bool = False, sort: bool = False, title: str | None = None,
                   baseline: str | None = None, cost=None) -> list[Table]:
-    """The pivot or list tables of any mix of row files and sweep directories (see :mod:`tta.reporting.tables`).
-
-    Pivot cells are marked against source (and bold) from the paired intervals of the per-query ranks, computed
-    the same way from row files as from sweep directories; runs without them are shown unmarked."""
+    """The tables of one :data:`LAYOUTS` layout of any mix of row files and sweep directories; ``model`` keeps
+    those backbones, ``segments`` splits continual streams, ``cost`` takes ms/query from the overhead benchmark."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; layouts: paper, {', '.join(LAYOUTS)}")
     df, _ = load_runs(sources, segments=segments)
     if cost:  # ms/query from benchmarks/method_overhead.py, not the runs' own clocks
         from tta.reporting.overhead import apply_overhead
@@ -43,24 +96,7 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
         df = df[df["model"].isin(model)]
         if df.empty:
             raise ValueError(f"no runs of model(s) {', '.join(model)} in {', '.join(map(str, sources))}")
-    if layout == "list":
-        return [list_table(df, sort=sort, title=title or "runs")]
-    if layout == "compare":  # the paired differences to source (or baseline), their intervals, win/tie/loss counts
-        against = baseline or "source"
-        if not (df["config"] == against).any():
-            raise ValueError(f"--baseline {against}: no such configuration in the rows")
-        comparisons, missing = compare_cells(df, against, metric)
-        return comparison_tables(comparisons, missing, against, metric)
-    second = None if second in (None, "none") else second
-    comparisons = {}
-    if metric in PAIRED_METRICS and (df["config"] == "source").any():
-        comparisons, _ = compare_cells(df, "source", metric)
-    tables = pivot_tables(df, metric, second=second, bold=bold, mean=mean, per_model=per_model,
-                          comparisons=comparisons)
-    if title:
-        for t in tables:
-            t.title = f"{title}: {t.title}"
-    return tables
+    return LAYOUTS[layout](df, TableOptions(metric, second, bold, mean, per_model, sort, title, baseline))
 
 
 def table_command(sources, layout="pivot", second="skewness", model=None, bold=False, mean=False, per_model=False,
@@ -96,7 +132,44 @@ def _rows_field(files: list[Path], field: str, width: int = 10) -> str | None:
 
 
 def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str) -> str:
+    """One page: title, about, the seed line, where its numbers come from, then each table under its command."""
     files = list(dict.fromkeys(rows_dir / f for t in spec["tables"] for f in t["rows"]))
+    provenance = _provenance_lines(name, spec, files, spec_path, date)
+    tables, seeds, intervals = [], set(), False
+    for t in spec["tables"]:
+        opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
+        cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
+        rendered = render_tables([rows_dir / f for f in t["rows"]], **opts, cost=ROOT / cost if cost else None)
+        seeds |= {s for r in rendered for s in r.seed_values}
+        intervals |= any(r.marks is not None for r in rendered) and all(
+            "no per-query ranks" not in " ".join(r.notes) for r in rendered)
+        command = table_command([f"docs/results/rows/{f}" for f in t["rows"]], **opts, cost=cost)
+        tables.append((t.get("note"), command, "\n\n".join(r.to_markdown() for r in rendered)))
+    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", _seed_line(seeds, intervals, tables), "",
+             *provenance]
+    for note, command, body in tables:
+        if note:
+            lines += [note.strip(), ""]
+        lines += [f"`{command}`", "", body, ""]
+    return "\n".join(lines)
+
+
+def _seed_line(seeds: set, intervals: bool, tables: list[tuple]) -> str:
+    """How many seeds the page's numbers are over, and how its cells are marked."""
+    how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
+           "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
+           "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
+    if seeds == {42}:
+        return ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
+                f"seeds move them is in [seeds.md](seeds.md). {how}")
+    det = any("(det.)" in body for _, _, body in tables)
+    return (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n)"
+            + ("; a cell whose seeds gave identical results shows its value once, marked (det.)" if det
+               else "") + f". {how}")
+
+
+def _provenance_lines(name: str, spec: dict, files: list[Path], spec_path: str, date: str) -> list[str]:
+    """The page's table of where its numbers come from: command, rows, code, source weights, date, recipe."""
     main = _git("rev-parse", "--short", "main") or _git("rev-parse", "--short", "HEAD") or "unknown"
     recorded = _rows_field(files, "commit")
     weights = _rows_field(files, "source_weights", 8)
@@ -109,44 +182,15 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
             raise FileNotFoundError(f"page {name}: no experiment config {EXPERIMENTS / e}.yaml")
     reproduce = [f"`python -m tta.run -m experiment={e}` then `python -m tta.report outputs/experiments/{e}`"
                  for e in experiments] + [f"`{c}`" for c in spec.get("reproduce", [])]
-    tables, seeds, intervals = [], set(), False
-    for t in spec["tables"]:
-        opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
-        cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
-        sources = [rows_dir / f for f in t["rows"]]
-        rel = [f"docs/results/rows/{f}" for f in t["rows"]]
-        rendered = render_tables(sources, **opts, cost=ROOT / cost if cost else None)
-        seeds |= {s for r in rendered for s in r.seed_values}
-        intervals |= any(r.marks is not None for r in rendered) and all(
-            "no per-query ranks" not in " ".join(r.notes) for r in rendered)
-        body = "\n\n".join(r.to_markdown() for r in rendered)
-        tables.append((t.get("note"), table_command(rel, **opts, cost=cost), body))
-    how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
-           "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
-           "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
-    if seeds == {42}:
-        seed_line = ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
-                     f"seeds move them is in [seeds.md](seeds.md). {how}")
-    else:
-        det = any("(det.)" in body for _, _, body in tables)
-        seed_line = (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n)"
-                     + ("; a cell whose seeds gave identical results shows its value once, marked (det.)" if det
-                        else "") + f". {how}")
-    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", seed_line, "",
-             "| | |", "|---|---|",
-             f"| rendered by | `python -m tta.report --pages {spec_path} --page {name}` |",
-             "| rows | " + ", ".join(f"[rows/{f.name}](rows/{f.name})" + (f" (committed in {added[f.name]})"
-                                                                        if added[f.name] else "") for f in files) + " |",
-             f"| code of the rows | {code} |",
-             *([f"| source weights | {weights} (the source models the rows start from; results.json "
-                f"source_weights) |"] if weights else []),
-             f"| rendered on | {date} |",
-             "| reproduce the rows | " + ("<br>".join(reproduce) or "no recipe recorded") + " |", ""]
-    for note, command, body in tables:
-        if note:
-            lines += [note.strip(), ""]
-        lines += [f"`{command}`", "", body, ""]
-    return "\n".join(lines)
+    return ["| | |", "|---|---|",
+            f"| rendered by | `python -m tta.report --pages {spec_path} --page {name}` |",
+            "| rows | " + ", ".join(f"[rows/{f.name}](rows/{f.name})" + (f" (committed in {added[f.name]})"
+                                                                       if added[f.name] else "") for f in files) + " |",
+            f"| code of the rows | {code} |",
+            *([f"| source weights | {weights} (the source models the rows start from; results.json "
+               f"source_weights) |"] if weights else []),
+            f"| rendered on | {date} |",
+            "| reproduce the rows | " + ("<br>".join(reproduce) or "no recipe recorded") + " |", ""]
 
 
 def render_pages(spec_path: str | Path, names: list[str] | None = None, date: str | None = None) -> list[Path]:

@@ -24,7 +24,7 @@ def table_rows(table) -> tuple[list[str], list[list]]:
 
 
 def upload_report(rep: dict, sweep: str | Path, out: str | Path, project: str = "tta", mode: str = "auto") -> str:
-    """Log the report ``rep`` of :func:`tta.report.build_report` as one W&B run; returns the run's id."""
+    """Log the report ``rep`` of :func:`tta.reporting.full_report.build_report` as one W&B run; returns the run's id."""
     import wandb
 
     name = Path(str(sweep)).resolve().name

@@ -37,12 +37,14 @@ def _peak_rss_mb() -> float:
 
 
 def cost_record(time_s: dict) -> dict[str, float | None]:
-    """What the run cost: adaptation time per query, its share of the run, and peak memory since
-    :func:`reset_peak_memory` (docs/outputs.md)."""
+    """What the run cost: stream time per query, the share of the run the method's own work took, and peak memory
+    since :func:`reset_peak_memory` (docs/outputs.md). ``method_share`` is not called ``adapt_share``: that key holds
+    the stream's share in runs recorded before ``time_s.adapt`` became the method's own work (the reports keep the
+    two apart: :func:`tta.reporting.collect.cost_fields`)."""
     total = float(time_s.get("total") or 0.0)
     gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
     return {"ms_per_query": time_s.get("per_query_ms"),
-            "adapt_share": float(time_s.get("adapt", 0.0)) / total if total > 0 else None,
+            "method_share": float(time_s.get("adapt", 0.0)) / total if total > 0 else None,
             "peak_rss_mb": _peak_rss_mb(), "peak_gpu_mb": gpu}
 
 
