@@ -27,9 +27,10 @@ from tta.reporting.paired import compare_cells, comparison_tables
 from tta.reporting.pivot import pivot_tables
 from tta.reporting.run_list import list_table
 from tta.reporting.table import Table
+from tta.utils.config import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPERIMENTS = ROOT / "conf" / "experiment"
+EXPERIMENTS = CONF_DIR / "experiment"
 
 
 @dataclass
