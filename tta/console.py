@@ -17,7 +17,7 @@ def print_results(results: dict[str, Any]) -> None:
     if results.get("task") == "comp":
         return
 
-    from tta.reporting.collect import shift_caption, shift_label
+    from tta.reporting.labels import shift_caption, shift_label
 
     g = results.get("gallery_shift")
     shift = shift_caption(results["shift"], results["severity"], results["task"],

@@ -19,6 +19,7 @@ def test_a_reader_raising_on_one_video_yields_one_counted_skip(tiny_cache, tmp_p
         return original(self, path)
 
     monkeypatch.setattr(FrameCache, "get", flaky)
+    monkeypatch.setattr(FrameCache, "has", lambda self, path: False)  # the reader runs for cached videos too
     res = run(compose("run", tiny_overrides(tiny_cache, "adapter=source")), tmp_path)
     assert res["skipped"]["n"] == 1 and res["skipped"]["reasons"] == {"undecodable_video": 1}
     (item,) = res["skipped"]["items"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -46,6 +47,7 @@ class FrameCache:
         self.num_frames = num_frames
         self.max_side = int(max_side) if max_side else None
         self._sizes: dict[str, tuple[int, int, str | None] | None] = {}  # headers
+        self._counts: dict[str, int] = {}  # container frame counts
         self._indices: dict[str, list[int]] = {}
         if self.root:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -54,14 +56,58 @@ class FrameCache:
         """The uniform frame indices of ``path`` over the container's frame count (memoised in memory)."""
         path = os.fspath(path)
         if path not in self._indices:
-            self._indices[path] = uniform_frame_indices(video_frame_count(path), self.num_frames)
+            self._indices[path] = uniform_frame_indices(self.frame_count(path), self.num_frames)
         return self._indices[path]
+
+    def frame_count(self, path: str) -> int:
+        """The container frame count of ``path`` (memoised; :meth:`load_probes` fills the memo from the disk)."""
+        path = os.fspath(path)
+        if path not in self._counts:
+            self._counts[path] = video_frame_count(path)
+        return self._counts[path]
 
     def header(self, path: str) -> tuple[int, int, str | None] | None:
         """(height, width, pixel format) of ``path`` from its header (memoised); None if unknown."""
+        path = os.fspath(path)
         if path not in self._sizes:
             self._sizes[path] = video_header(path)
         return self._sizes[path]
+
+    def has(self, path: str) -> bool:
+        """Whether ``path``'s frames are in the disk cache (an entry is written only after a successful decode, and
+        its key changes with the file; a damaged one is found and rebuilt by :meth:`get`)."""
+        return self.root is not None and (self.root / f"{self.key(os.fspath(path))}.npy").exists()
+
+    def _probe_file(self, paths: Sequence[str]) -> Path | None:
+        """Where the probes of exactly these files (as they are now: path, size, modification time) are kept."""
+        if self.root is None:
+            return None
+        blob = "\n".join(_identity(os.fspath(p), missing_ok=True) for p in paths)
+        return self.root / f"probes-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.json"
+
+    def load_probes(self, paths: Sequence[str]) -> bool:
+        """Fill the frame-count and header memos of ``paths`` from the disk (an earlier :meth:`save_probes` of the same
+        files); True when every file's probe was there. Opening each container again costs more than its decode from
+        the cache (about 4 ms a video), so a warm run screens from this record."""
+        file = self._probe_file(paths)
+        record = load_cached(file, _read_json) if file is not None else None
+        if not isinstance(record, dict):  # absent or damaged (then removed): probed again and rewritten
+            return False
+        for p in paths:
+            count, header = record.get(os.fspath(p), (None, None))
+            if count is not None:
+                self._counts[os.fspath(p)] = int(count)
+                self._sizes[os.fspath(p)] = tuple(header) if header else None
+        return all(os.fspath(p) in self._counts for p in paths)
+
+    def save_probes(self, paths: Sequence[str]) -> None:
+        """Keep the probes of ``paths`` (those probed: a video that could not be opened is probed again next time)."""
+        file = self._probe_file(paths)
+        if file is None or file.exists():
+            return
+        record = {os.fspath(p): [self._counts[os.fspath(p)], self.header(os.fspath(p))]
+                  for p in paths if os.fspath(p) in self._counts}
+        save_cached(file, data=json.dumps(record).encode())
 
     def size(self, path: str) -> tuple[int, int] | None:
         """(height, width) of ``path`` from its header (memoised); None if unknown."""
@@ -83,8 +129,7 @@ class FrameCache:
     def key(self, path: str) -> str:
         """The name of ``path``'s entry: its absolute path, size and modification time, the frame count and, for a
         downscaled video, the size limit."""
-        st = os.stat(path)
-        blob = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|uniform|{self.num_frames}"
+        blob = f"{_identity(path)}|uniform|{self.num_frames}"
         if self.oversize(path):  # only a downscaled entry depends on max_side: runs of any max_side share the others
             blob += f"|max{self.max_side}"
         return hashlib.sha1(blob.encode()).hexdigest()
@@ -131,6 +176,22 @@ class FrameCache:
 
     def _decode_entry(self, path: str) -> None:
         self.get(path)
+
+
+def _identity(path: str, missing_ok: bool = False) -> str:
+    """A video file as it is now: absolute path, size and modification time (``missing`` for an absent file when
+    ``missing_ok``)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+        return f"{os.path.abspath(path)}|missing"
+    return f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def _read_json(path: Path):
+    return json.loads(Path(path).read_text())
 
 
 def run_frame_cache(cache: Path, num_frames: int, max_side: int | None = None) -> FrameCache:

@@ -24,6 +24,7 @@ from tta.data.stream import PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.models.encode import ON_CPU, EncodeSetting, encode_texts, encode_videos, gather_shards, shard
 from tta.models.retrieval import RetrievalModel
 from tta.utils.io import load_cached, save_cached
+from tta.utils.reuse import file_identity, forget, reuse
 
 log = logging.getLogger(__name__)
 #: enters every gallery key: raise it when what a key covers changes, and entries of older versions are not found
@@ -86,7 +87,7 @@ def encode_gallery(model: RetrievalModel, pairs, task: str, settings: GallerySet
     setting = settings.encode_setting(None if side == "video" else 0)
     file = cache / "gallery" / f"{side}-{gallery_key(model, settings.data, side, gshift, pairs, gcopy, setting)}.pt"
     cacheable = gcopy is None or copy_identity(gcopy) is not None
-    if cacheable and (cached := load_cached(file)) is not None:
+    if cacheable and (cached := _read_gallery(file)) is not None:
         return cached
     start = time.time()
     rank, world = process_group()
@@ -108,6 +109,20 @@ def encode_gallery(model: RetrievalModel, pairs, task: str, settings: GallerySet
     log.info("encoded the %s gallery (%d items, %s, %s, %d rank(s)) in %.1f s; %s", side, len(pairs), setting.device,
              setting.precision, world, time.time() - start, f"cached at {file}" if cacheable else "not cached")
     return feats
+
+
+def _read_gallery(file: Path) -> torch.Tensor | None:
+    """The cached gallery in ``file`` (from memory when this process read the same file before), or None."""
+    if not file.exists():
+        return None
+    try:
+        key = file_identity(file)
+    except FileNotFoundError:  # removed meanwhile: encoded again
+        return None
+    kept = reuse("gallery", key, lambda: load_cached(file), lambda t: None if t is None else t.clone())
+    if kept is None:  # a damaged entry (removed by load_cached): nothing kept under its identity
+        forget("gallery", key)
+    return kept
 
 
 def process_group() -> tuple[int, int]:

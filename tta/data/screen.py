@@ -68,7 +68,8 @@ def _decode_problem(frames: FrameCache, path: str, min_frames: int) -> tuple[str
     if not os.path.isfile(path):
         return "missing_video", f"video file {path} does not exist"
     try:
-        frames.get(path)
+        if not frames.has(path):  # an entry in the cache was decoded from this very file
+            frames.get(path)
         distinct = len(set(frames.indices(path)))
     except FileNotFoundError as e:
         return "missing_video", str(e)
@@ -108,6 +109,8 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
     report = InputReport()
     first_row = _duplicate_rows(pairs, duplicates)
     noted: set[str] = set()
+    videos = sorted({p.video_path for p in pairs if p.video_path is not None}) if decode else []
+    probed = frames.load_probes(videos)  # a warm run's screen: no container opened again
     checked = list(progress_iter(list(enumerate(pairs)), len(pairs), description)) if decode else list(enumerate(pairs))
     for i, p in checked:
         problem = _pair_problem(p, i, first_row, frames, min_frames, decode)
@@ -120,6 +123,8 @@ def screen_pairs(pairs: Sequence[VideoTextPair], frames: FrameCache, tokenizer=N
         if tokenizer is not None and hasattr(tokenizer, "num_tokens"):
             if tokenizer.num_tokens(p.caption) > tokenizer.context_length:
                 report.note("long_caption", p.caption_id or p.video_id)
+    if videos and not probed:
+        frames.save_probes(videos)
     return _usable_pairs(pairs, report, on_bad, missing_ok), report
 
 

@@ -6,6 +6,7 @@ architecture or format fails with a message that names what does not match.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import TowerConfig
 from tta.utils.io import atomic_torch_save, torch_load
+from tta.utils.reuse import file_identity, reuse
 
 log = logging.getLogger(__name__)
 FORMAT = "tta-checkpoint/1"
@@ -42,7 +44,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
 
 def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arch: str | None = None,
                     text_pool: str | None = None) -> RetrievalModel:
-    """Rebuild and load a model.
+    """Rebuild and load a model (in a process that loaded this very file before, a copy of the model it built:
+    :mod:`tta.utils.reuse`).
 
     Args:
         path: checkpoint file.
@@ -52,6 +55,20 @@ def load_checkpoint(path: str | os.PathLike, head: str | None = None, expect_arc
         text_pool: text pooling to use (``mean`` / ``clauses``); a clause pooling the file does not hold starts from
             its own initialisation (fine-tuning from the pretrained model); one the file holds cannot be dropped.
     """
+    if not os.path.exists(path):
+        read_checkpoint(path)  # its error
+    key = (file_identity(path), head, expect_arch, text_pool)
+    # a head or pooling the file does not hold starts from its initialisation: the build draws from the generator
+    return reuse("model", key, lambda: _load(path, head, expect_arch, text_pool), copy_model, draws_rng=True)
+
+
+def copy_model(model: RetrievalModel) -> RetrievalModel:
+    """An independent copy of ``model``; its tokenizer (stateless, slow to copy) is shared."""
+    tokenizer = getattr(model, "_tokenizer", None)
+    return copy.deepcopy(model, memo={id(tokenizer): tokenizer} if tokenizer is not None else None)
+
+
+def _load(path: str | os.PathLike, head: str | None, expect_arch: str | None, text_pool: str | None) -> RetrievalModel:
     blob = read_checkpoint(path)
     cfg = blob["model_config"]
     tower = TowerConfig(**cfg["tower"])

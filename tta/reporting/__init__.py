@@ -12,8 +12,22 @@
   (the statistics of one paired comparison); :mod:`~tta.reporting.overhead`; :mod:`~tta.reporting.wandb_summary`.
 """
 
-from tta.reporting.collect import load_sweep
-from tta.reporting.paper import paper_tables
-from tta.reporting.robustness import robustness_table
-
 __all__ = ["load_sweep", "paper_tables", "robustness_table"]
+
+
+def __getattr__(name: str):
+    """The package's names load with their modules (pandas and scipy): a run that prints its title reads only
+    :mod:`tta.reporting.labels`."""
+    if name == "load_sweep":
+        from tta.reporting.collect import load_sweep
+
+        return load_sweep
+    if name == "paper_tables":
+        from tta.reporting.paper import paper_tables
+
+        return paper_tables
+    if name == "robustness_table":
+        from tta.reporting.robustness import robustness_table
+
+        return robustness_table
+    raise AttributeError(f"module 'tta.reporting' has no attribute {name!r}")

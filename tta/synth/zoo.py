@@ -7,6 +7,8 @@ progress; a finished checkpoint is reused by every later run, in any process.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import logging
@@ -84,6 +86,12 @@ def _flat(node: dict, prefix: str = "") -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def _train_recipe(overrides: tuple[str, ...]) -> DictConfig:
+    """``conf/train.yaml`` with ``overrides``, composed once per process (a run asks for it four times)."""
+    return compose("train", list(overrides))
+
+
 def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path,
                recipe: list[str] | None = None) -> DictConfig:
     model_node = OmegaConf.to_container(model_cfg, resolve=True)
@@ -91,7 +99,7 @@ def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, c
     # the recipe's, so an explicit recipe option still wins; they enter the key as the options they set
     own = model_node.pop("finetune_overrides", None) or {}
     own = [f"{k}={v}" for k, v in _flat(own).items()] if stage == "finetune" else []
-    cfg = compose("train", [f"stage={stage}", *own, *(recipe or [])])
+    cfg = copy.deepcopy(_train_recipe((f"stage={stage}", *own, *(recipe or []))))
     OmegaConf.set_struct(cfg, False)
     if stage == "pretrain":
         for k, default in _DEFAULT_OFF.items():
