@@ -43,7 +43,7 @@ def stream(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[st
     """The job of ``task=v2t|t2v``: the adapter over the query stream, scored and written to ``run_dir``."""
     from hydra.utils import get_method
 
-    t_start = time.time()
+    t_start, cpu_start = time.time(), time.process_time()
     cfg, run_dir, previous = open_run(cfg, run_dir)
     if previous is not None:  # this config's complete results are there already
         return previous
@@ -67,19 +67,20 @@ def stream(cfg: DictConfig, run_dir: str | os.PathLike | None = None) -> dict[st
         distances = InputDistances()
         callbacks = [*run_callbacks(cfg, run_dir, state, scope.loggers, scope.stop, scenario, scope.cache), distances,
                      stream_clock_callback(clock)]
-        t_stream = time.time()
+        t_stream, cpu_stream = time.time(), time.process_time()
         if parts.data.num_batches() > 0:
             with fork_safe():  # the query stream's loader workers
                 build_trainer(cfg, callbacks, scope.loggers).test(adapter, datamodule=parts.data, verbose=False)
         elif state is not None:  # interrupted after its last batch, before writing results: nothing left to stream
             adapter.setup("test")
             adapter.load_resume_state(state)
-        stream_s = time.time() - t_stream
+        stream_s, stream_cpu = time.time() - t_stream, time.process_time() - cpu_stream
         n_scored = len(parts.data.layout.queries) * len(scenario.shifts)
         results, scored = score_stream(
             adapter, StreamContext.of_run(cfg, scenario, parts.data, reference, parts.data.input_change(
                 distances.record())), source_weights=parts.source_weights,
-            time_s={**time_record(clock, time.time() - t_start, stream_s, n_scored), "resumed_at_batch": start_batch})
+            time_s={**time_record(clock, time.time() - t_start, stream_s, n_scored,
+                                  cpu=(time.process_time() - cpu_start, stream_cpu)), "resumed_at_batch": start_batch})
         fields = {k: v for cb in callbacks if hasattr(cb, "record_fields") for k, v in cb.record_fields(adapter).items()}
         record = write_run(run_dir, dataclasses.replace(results, **fields, provenance=provenance(cfg, t_start)),
                            scored, adapter.history, k_occurrence=bool(cfg.save.k_occurrence), sims=bool(cfg.save.sims))

@@ -168,8 +168,12 @@ def stream_clock_callback(clock: StageClock):
     return StreamClock()
 
 
-def time_record(clock: StageClock, total_s: float, stream_s: float, n_queries: int) -> dict:
+def time_record(clock: StageClock, total_s: float, stream_s: float, n_queries: int,
+                cpu: tuple[float, float] | None = None) -> dict:
     """The run's ``time_s``: total, the stream, the method's own work, per-query figures and the split.
+
+    ``cpu`` (total, stream): the CPU seconds of the run's own process over the same spans (``cpu_total``,
+    ``cpu_stream``; loader workers are other processes): on a shared machine they move less than wall time.
 
     ``adapt`` is the adaptation step and the score refinement (what a method adds to encoding and scoring: 0 for
     ``adapter=source``); ``per_query_ms`` is the whole stream per query, ``method_ms_per_query`` the encoder plus
@@ -181,4 +185,5 @@ def time_record(clock: StageClock, total_s: float, stream_s: float, n_queries: i
     return {"total": total_s, "stream": stream_s, "setup": max(0.0, total_s - stream_s),
             "adapt": split["adapt"] + split["refine"], "per_query_ms": 1000.0 * stream_s / n,
             "method_ms_per_query": 1000.0 * method / n, "split": split,
-            "synchronised": clock.sync is not None}
+            "synchronised": clock.sync is not None,
+            **({"cpu_total": float(cpu[0]), "cpu_stream": float(cpu[1])} if cpu is not None else {})}
