@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -272,6 +271,7 @@ class OnlineAdapter(L.LightningModule):
     def resume_state(self) -> dict:
         """Everything that makes the rest of the stream come out as if never interrupted (references to the live
         objects: serialise the dict right away)."""
+        self.settle_history()  # the checkpoint holds plain numbers
         return resume.capture(self)
 
     def load_resume_state(self, state: dict) -> None:
@@ -371,19 +371,21 @@ class OnlineAdapter(L.LightningModule):
                 return False
         self.optimizer.step()
         self.counters["updates"] += 1
-        record.losses.append(float(loss.detach()))
+        record.losses.append(loss.detach())  # a device value: read once, at the end of the stream (settle_history)
         return True
 
     def _backward(self, loss: torch.Tensor | None, step: int, record: BatchRecord) -> bool:
-        """Back-propagate ``loss``; False (update skipped and undone) for None, a non-finite loss or gradient."""
+        """Back-propagate ``loss``; False (update skipped and undone) for None, a non-finite loss or gradient.
+
+        The loss and every gradient are checked on the device and read back once (one host synchronisation per
+        pass, which the skip decision needs); a non-finite loss is back-propagated too and its gradients dropped."""
         if loss is not None:
-            finite = bool(torch.isfinite(loss))
-            if finite:
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                finite = all(p.grad is None or torch.isfinite(p.grad).all() for p in self.params_to_adapt())
-                if finite:
-                    return True
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            checks = [torch.isfinite(loss).all()] + [torch.isfinite(p.grad).all() for p in self.params_to_adapt()
+                                                      if p.grad is not None]
+            if bool(torch.stack(checks).all()):
+                return True
             self.counters["nonfinite_losses"] += 1
             log.warning("batch %d step %d: non-finite loss or gradient, update skipped", record.batch, step)
         record.skipped_updates += 1
@@ -412,26 +414,53 @@ class OnlineAdapter(L.LightningModule):
         record.adapt_s = time.perf_counter() - start
         self.counters["skipped_updates"] += record.skipped_updates
         self.kept.add(sims.detach(), raw.detach(), batch["index"], segment, self.refines)
-        if self.gt is not None:
+        if self.gt is not None:  # on the device: the stream's loggers read it back when they write
             picked = sims.max(dim=1).indices  # the first maximum, as argmax, in about half its time on the CPU
-            hit = self.is_relevant(picked, batch["index"]).sum().item()
+            hit = self.is_relevant(picked, batch["index"]).sum()
             self.r1.add(hit, len(batch["index"]))
             record.running_r1 = 100.0 * self.r1.total / self.r1.count
         self.history.append(record)
         if record.losses:
             self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
-        if not math.isnan(record.running_r1):
+        if self.gt is not None:
             self.log("stream/R@1", record.running_r1, on_step=True, prog_bar=True, batch_size=record.size)
+
+    def on_test_end(self) -> None:
+        self.settle_history()
+
+    def settle_history(self) -> None:
+        """The history's device values (losses, running R@1) as floats, read back in one transfer."""
+        slots = [(r, i) for r in self.history for i in range(len(r.losses)) if torch.is_tensor(r.losses[i])]
+        r1 = [r for r in self.history if torch.is_tensor(r.running_r1)]
+        if not slots and not r1:
+            return
+        values = torch.stack([r.losses[i].float().reshape(()) for r, i in slots]
+                             + [r.running_r1.float().reshape(()) for r in r1]).tolist()
+        for (r, i), v in zip(slots, values, strict=False):
+            r.losses[i] = v
+        for r, v in zip(r1, values[len(slots):], strict=True):
+            r.running_r1 = v
+        if torch.is_tensor(self.r1.total):
+            self.r1.total = float(self.r1.total)
 
     def is_relevant(self, picked: torch.Tensor, queries: torch.Tensor | None) -> torch.Tensor | None:
         """Whether gallery item ``picked[i]`` is relevant to stream query ``queries[i]`` (diagnostics only);
         None when the runner gave no ground truth or the queries are unknown."""
         if self.gt is None or queries is None:
             return None
-        picked, want = picked.cpu(), self.gt[queries.cpu()].cpu()
-        if self.gallery_class is not None:
-            picked = self.gallery_class.cpu()[picked]
+        gt, gallery_class = self._on_device(picked.device)
+        want = gt[queries.to(picked.device)]
+        if gallery_class is not None:
+            picked = gallery_class[picked]
         return picked == want
+
+    def _on_device(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The ground truth and gallery classes on ``device`` (copied once, not per batch)."""
+        kept = getattr(self, "_labels_on", None)
+        if kept is None or kept[0] != device or kept[1] is not self.gt:
+            classes = self.gallery_class.to(device) if self.gallery_class is not None else None
+            kept = self._labels_on = (device, self.gt, self.gt.to(device), classes)
+        return kept[2], kept[3]
 
     @property
     def refines(self) -> bool:
