@@ -8,8 +8,8 @@ Single runs (``python -m tta.run`` subprocesses on a warm cache, interleaved per
 reaches both arms alike): ``deferred`` as shipped, ``eager`` with ``TTA_EAGER_IMPORTS=1`` (tta/utils/lazy_imports.py
 off). Each reports the run's own recorded ``time_s.total - time_s.stream`` (from the run's start, imports
 included), the process's wall time minus the stream (interpreter and Hydra start included: what a user waits),
-and the CPU seconds of the process outside the stream (``cpu_total - cpu_stream`` of the run, and the child's
-whole CPU time minus ``cpu_stream``).
+and the CPU seconds of the process outside the stream (``cpu_total - cpu_stream`` of the run, and
+``cpu_process - cpu_stream``: from the interpreter's start; loader workers, which serve the stream, not counted).
 
 In-process sweeps (one process runs ``--jobs`` runs one after another, as Hydra's basic launcher does): ``reuse``
 as shipped (tta/utils/reuse.py: model and gallery kept across jobs), ``rebuild`` with ``TTA_REUSE=0``; each job's
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -41,11 +40,6 @@ def load() -> str:
     return "load " + "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def _env(**flags: bool) -> dict:
     env = dict(os.environ)
     for name, on in flags.items():
@@ -57,16 +51,17 @@ def _env(**flags: bool) -> dict:
 
 def single_run(overrides: list[str], eager: bool, out: Path) -> dict:
     """One ``python -m tta.run`` process on a warm cache."""
-    cpu0, start = _children_cpu(), time.perf_counter()
+    start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "tta.run", f"hydra.run.dir={out}", "print_config=false",
                            "skip_complete=false", *overrides], env=_env(TTA_EAGER_IMPORTS=eager),
                           capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu0
+    wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"error: the run failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     t = json.loads((out / "results.json").read_text())["time_s"]
     return {"own_s": t["total"] - t["stream"], "wall_s": wall - t["stream"], "stream_s": t["stream"],
-            "own_cpu_s": t["cpu_total"] - t["cpu_stream"], "process_cpu_s": cpu - t["cpu_stream"], "load": load()}
+            "own_cpu_s": t["cpu_total"] - t["cpu_stream"], "process_cpu_s": t["cpu_process"] - t["cpu_stream"],
+            "load": load()}
 
 
 SWEEP = """

@@ -194,6 +194,7 @@ def build_run_adapter(cfg: DictConfig, parts: DataStages, scenario):
     # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
     adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=bool(cfg.save.sims),
                          head=int(cfg.save.get("sims_head") or 0))
+    adapter.compile_encoder = bool(cfg.get("compile", False))
     return adapter
 
 
@@ -227,6 +228,8 @@ def check_precision(cfg: DictConfig) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
                          f"weights stay float32; use trainer.precision=32-true (the default), bf16-mixed or 16-mixed")
+    if not isinstance(cfg.get("compile", False), bool):
+        raise ValueError(f"compile={cfg.get('compile')} is not true or false (torch.compile the query encoder)")
     matmul = str(cfg.get("matmul_precision", "highest"))
     if matmul not in MATMUL_PRECISIONS:
         raise ValueError(f"matmul_precision={matmul} is not one of {', '.join(MATMUL_PRECISIONS)} (float32 matrix "

@@ -72,3 +72,9 @@ def test_instrument_charges_hooks_to_their_stage(monkeypatch):
 def test_source_reports_no_adaptation():
     rec = time_record(StageClock(), total_s=10.0, stream_s=5.0, n_queries=10)
     assert rec["adapt"] == 0.0 and rec["split"]["adapt"] == 0.0 and rec["stream"] == 5.0
+
+
+def test_cpu_seconds_are_recorded_beside_the_wall_clock():
+    rec = time_record(StageClock(), total_s=10.0, stream_s=5.0, n_queries=10, cpu=(6.0, 4.5))
+    assert rec["cpu_total"] == 6.0 and rec["cpu_stream"] == 4.5 and rec["cpu_process"] > 0.0
+    assert "cpu_total" not in time_record(StageClock(), total_s=1.0, stream_s=0.5, n_queries=1)

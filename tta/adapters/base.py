@@ -164,6 +164,7 @@ class OnlineAdapter(L.LightningModule):
         self._segment: int | None = None  # the stream segment (shift) being scored
         self.record: BatchRecord | None = None  # the batch being adapted (None outside test_step)
         self.batch_index: torch.Tensor | None = None  # its (B,) stream query indices
+        self.compile_encoder = False  # the query encoder through torch.compile (run key ``compile``)
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None,
@@ -262,6 +263,10 @@ class OnlineAdapter(L.LightningModule):
             self.posthoc.prepare(self)
 
     def on_test_start(self) -> None:
+        if self.compile_encoder:
+            from tta.utils.compiling import compiled_or_eager
+
+            self.encode_queries = compiled_or_eager(self.encode_queries, f"{type(self).__name__}.encode_queries")
         self.prepare()
 
     # ------------------------------------------------------------------------------------------------ resume

@@ -170,7 +170,13 @@ class RetrievalDataModule(L.LightningDataModule):
         return DataLoader(stream, batch_sampler=SegmentBatchSampler(stream.lengths, self.settings.batch_size,
                                                                     self.start_batch),
                           num_workers=workers, collate_fn=SegmentCollate(Collate(tokenizer)),
-                          worker_init_fn=loader_worker_init)
+                          worker_init_fn=loader_worker_init, pin_memory=self.pins_memory())
+
+    def pins_memory(self) -> bool:
+        """Query batches in pinned host memory when the stream runs on CUDA: Lightning then copies them to the
+        device without blocking (a no-op elsewhere)."""
+        device = getattr(getattr(self.trainer, "strategy", None), "root_device", None)
+        return device is not None and device.type == "cuda"
 
     def num_batches(self) -> int:
         """Batches left to stream (after ``start_batch``)."""

@@ -174,6 +174,7 @@ def time_record(clock: StageClock, total_s: float, stream_s: float, n_queries: i
 
     ``cpu`` (total, stream): the CPU seconds of the run's own process over the same spans (``cpu_total``,
     ``cpu_stream``; loader workers are other processes): on a shared machine they move less than wall time.
+    ``cpu_process``: the process's CPU seconds from its start (interpreter and imports included) to now.
 
     ``adapt`` is the adaptation step and the score refinement (what a method adds to encoding and scoring: 0 for
     ``adapter=source``); ``per_query_ms`` is the whole stream per query, ``method_ms_per_query`` the encoder plus
@@ -186,4 +187,5 @@ def time_record(clock: StageClock, total_s: float, stream_s: float, n_queries: i
             "adapt": split["adapt"] + split["refine"], "per_query_ms": 1000.0 * stream_s / n,
             "method_ms_per_query": 1000.0 * method / n, "split": split,
             "synchronised": clock.sync is not None,
-            **({"cpu_total": float(cpu[0]), "cpu_stream": float(cpu[1])} if cpu is not None else {})}
+            **({"cpu_total": float(cpu[0]), "cpu_stream": float(cpu[1]), "cpu_process": time.process_time()}
+               if cpu is not None else {})}

@@ -1,0 +1,63 @@
+"""torch.compile with a fallback (tta/utils/compiling.py): any failure leaves the eager function, same results."""
+
+from __future__ import annotations
+
+import torch
+
+from tta.utils.compiling import compiled_or_eager
+
+
+def _double(x):
+    return 2 * x
+
+
+def test_a_compiled_call_that_fails_runs_eagerly_from_then_on(monkeypatch, caplog):
+    calls = []
+
+    def broken_compile(fn):
+        def compiled(*args):
+            calls.append(1)
+            raise RuntimeError("backend exploded")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    fn = compiled_or_eager(_double, "double")
+    assert torch.equal(fn(torch.ones(2)), torch.full((2,), 2.0)) and fn.eager()
+    assert torch.equal(fn(torch.ones(2)), torch.full((2,), 2.0)) and calls == [1]  # not tried again
+    assert "running it eagerly" in caplog.text
+
+
+def test_no_compiler_at_all_gives_the_function_itself(monkeypatch):
+    def unavailable(fn):
+        raise RuntimeError("no compiler on this platform")
+
+    monkeypatch.setattr(torch, "compile", unavailable)
+    assert compiled_or_eager(_double, "double") is _double
+
+
+def test_a_working_compile_is_used(monkeypatch):
+    monkeypatch.setattr(torch, "compile", lambda fn: (lambda *a: fn(*a) + 0))
+    fn = compiled_or_eager(_double, "double")
+    assert torch.equal(fn(torch.ones(1)), torch.full((1,), 2.0)) and not fn.eager()
+
+
+def test_the_run_key_compiles_the_query_encoder_of_any_adapter(monkeypatch):
+    from tta.adapters.base import OnlineAdapter
+
+    monkeypatch.setattr(torch, "compile", lambda fn: fn)
+    adapter = OnlineAdapter()
+    adapter.on_test_start()
+    assert not hasattr(adapter.encode_queries, "eager")  # off by default
+    adapter.compile_encoder = True
+    adapter.on_test_start()
+    assert adapter.encode_queries.eager() is False
+
+
+def test_compile_must_be_true_or_false():
+    import pytest
+    from omegaconf import OmegaConf
+
+    from tta.stages import check_precision
+
+    with pytest.raises(ValueError, match="compile=yes is not true or false"):
+        check_precision(OmegaConf.create({"trainer": {}, "compile": "yes"}))

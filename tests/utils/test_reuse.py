@@ -1,0 +1,66 @@
+"""In-process reuse (tta/utils/reuse.py): a kept object is handed out as a copy, a run's changes never reach the
+next one, a rewritten file is built again, and a build that draws random numbers leaves the generator where a build
+would have left it."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from tests.fixtures import tiny_model
+from tta.models.checkpoint import load_checkpoint, save_checkpoint
+from tta.utils import reuse
+
+
+def test_kept_object_is_copied_and_never_changed_by_a_caller(monkeypatch):
+    monkeypatch.setattr(reuse, "_KEPT", {})
+    builds = []
+
+    def build():
+        builds.append(1)
+        return torch.zeros(3)
+
+    first = reuse.reuse("gallery", ("k",), build, torch.clone)
+    first += 1  # the caller adapts its copy
+    second = reuse.reuse("gallery", ("k",), build, torch.clone)
+    assert len(builds) == 1 and torch.equal(second, torch.zeros(3)) and second is not first
+    monkeypatch.setenv("TTA_REUSE", "0")
+    reuse.reuse("gallery", ("k",), build, torch.clone)
+    assert len(builds) == 2
+
+
+def test_a_build_drawing_random_numbers_leaves_the_generator_as_a_build_would(monkeypatch):
+    monkeypatch.setattr(reuse, "_KEPT", {})
+
+    def build():
+        return torch.randn(4)
+
+    torch.manual_seed(3)
+    built = reuse.reuse("model", "r", build, torch.clone, draws_rng=True)
+    after_build = torch.rand(2)
+    torch.manual_seed(3)
+    kept = reuse.reuse("model", "r", build, torch.clone, draws_rng=True)
+    assert torch.equal(kept, built) and torch.equal(torch.rand(2), after_build)
+    torch.manual_seed(4)  # another generator state: another object
+    assert not torch.equal(reuse.reuse("model", "r", build, torch.clone, draws_rng=True), built)
+
+
+def test_a_checkpoint_loaded_twice_gives_independent_source_models(tmp_path, monkeypatch):
+    monkeypatch.setattr(reuse, "_KEPT", {})
+    path = save_checkpoint(tmp_path / "tiny.pt", tiny_model())
+    a = load_checkpoint(path)
+    source = {k: v.clone() for k, v in a.state_dict().items()}
+    with torch.no_grad():  # an adapted model, with a hook left behind
+        for p in a.parameters():
+            p.add_(1.0)
+    a.register_forward_hook(lambda *args: None)
+    b = load_checkpoint(path)
+    assert b is not a and reuse.kept_count("model") == 1
+    assert all(torch.equal(v, source[k]) for k, v in b.state_dict().items())
+    assert not b._forward_hooks
+    save_checkpoint(path, tiny_model(seed=1))  # rewritten: built again from the file
+    os.utime(path, ns=(1, 1))
+    c = load_checkpoint(path)
+    assert not torch.equal(next(iter(c.state_dict().values())), next(iter(source.values()))) or any(
+        not torch.equal(v, source[k]) for k, v in c.state_dict().items())
