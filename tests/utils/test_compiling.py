@@ -44,7 +44,7 @@ def test_a_working_compile_is_used(monkeypatch):
 def test_the_run_key_compiles_the_query_encoder_of_any_adapter(monkeypatch):
     from tta.adapters.base import OnlineAdapter
 
-    monkeypatch.setattr(torch, "compile", lambda fn: fn)
+    monkeypatch.setattr(torch, "compile", lambda fn: (lambda *args, **kwargs: fn(*args, **kwargs)))
     adapter = OnlineAdapter()
     adapter.on_test_start()
     assert not hasattr(adapter.encode_queries, "eager")  # off by default
