@@ -55,9 +55,10 @@ def _parser() -> argparse.ArgumentParser:
                                  epilog="\n".join(__doc__.split("\n")[5:12]))
     ap.add_argument("sources", nargs="*", help="sweep directories (outputs/experiments/<name>, outputs/sweeps/<time>, "
                                                "any tree of run directories) and/or row files (*.jsonl)")
-    ap.add_argument("--layout", choices=["paper", *LAYOUTS], default=None,
+    ap.add_argument("--layout", choices=["paper", *LAYOUTS, "runtime"], default=None,
                     help="paper: full report (default for directories); pivot (default for row files); list; "
-                         "compare: paired differences to source with intervals and win/tie/loss counts")
+                         "compare: paired differences to source with intervals and win/tie/loss counts; runtime: "
+                         "timings beside the paper's (rows of tta/reporting/runtime.py)")
     ap.add_argument("--out", default=None, help="paper layout: output directory (default: <sweep>/report)")
     ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "RSUM", "MdR", "MnR", "skewness"])
     ap.add_argument("--baseline", default=None, help="paper and compare layouts: compare every configuration with "

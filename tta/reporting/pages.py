@@ -86,6 +86,10 @@ def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: s
                   baseline: str | None = None, cost=None) -> list[Table]:
     """The tables of one :data:`LAYOUTS` layout of any mix of row files and sweep directories; ``model`` keeps
     those backbones, ``segments`` splits continual streams, ``cost`` takes ms/query from the overhead benchmark."""
+    if layout == "runtime":  # timings beside the paper's: rows of their own format (tta/reporting/runtime.py)
+        from tta.reporting.runtime import runtime_table
+
+        return [runtime_table(sources, title)]
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; layouts: paper, {', '.join(LAYOUTS)}")
     df, _ = load_runs(sources, segments=segments)
@@ -160,6 +164,8 @@ def _seed_line(seeds: set, intervals: bool, tables: list[tuple]) -> str:
     how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
            "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
            "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
+    if not seeds:
+        return "Timings, not retrieval results: no seeds."
     if seeds == {42}:
         return ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
                 f"seeds move them is in [seeds.md](seeds.md). {how}")
