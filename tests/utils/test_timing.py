@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
+import pytest
+import torch
+
+from tta.adapters.base import OnlineAdapter
 from tta.utils import timing
 from tta.utils.timing import StageClock, instrument, time_record
 
@@ -36,16 +40,26 @@ class Kept:
 
 
 class Adapter:
+    """The hooks of an adapter, with the base's own loop (OnlineAdapter.adapt_batch) driving them."""
+
     posthoc = None
+    stage_clock = None
+    steps, optimizer, predict_with = 1, object(), "pre_update"
 
     def __init__(self):
         self.kept = Kept()
+
+    def adapt_batch(self, batch, record):
+        return OnlineAdapter.adapt_batch(self, batch, record)
+
+    def after_step(self, step):
+        return None
 
     def transfer_batch_to_device(self, batch, device, idx):
         return batch
 
     def forward_queries(self, batch):
-        return "fw"
+        return SimpleNamespace(sims=torch.zeros(1, 1))
 
     def update(self, batch, fw, step, record):
         self.forward_queries(batch)  # a second pass's forward counts as forward
@@ -56,17 +70,18 @@ class Adapter:
 
 
 def test_instrument_charges_hooks_to_their_stage(monkeypatch):
-    # update 0..10 with its inner forward 2..5; refine 10..11
-    fake_clock(monkeypatch, [0.0, 2.0, 5.0, 10.0, 10.0, 11.0])
+    # the loop's forward 0..1; update 1..10 with its inner forward 2..5; refine 10..11
+    fake_clock(monkeypatch, [0.0, 1.0, 1.0, 2.0, 5.0, 10.0, 10.0, 11.0])
     a = Adapter()
     clock = instrument(a, StageClock())
-    a.update(None, None, 0, None)
+    a.adapt_batch(None, None)
     a.refine_scores(1)
     rec = time_record(clock, total_s=20.0, stream_s=12.0, n_queries=4)
-    assert rec["split"]["adapt"] == pytest.approx(7.0) and rec["split"]["forward"] == pytest.approx(3.0)
-    assert rec["adapt"] == pytest.approx(8.0)  # adapt + refine: the method's own work
+    assert rec["split"]["adapt"] == pytest.approx(6.0) and rec["split"]["forward"] == pytest.approx(4.0)
+    assert rec["adapt"] == pytest.approx(7.0)  # adapt + refine: the method's own work
     assert rec["setup"] == pytest.approx(8.0) and rec["per_query_ms"] == pytest.approx(3000.0)
     assert rec["method_ms_per_query"] == pytest.approx(1000.0 * 11.0 / 4)
+    assert Adapter.update.__qualname__ == a.update.__qualname__ and "update" not in vars(a)  # not wrapped
 
 
 def test_source_reports_no_adaptation():

@@ -29,6 +29,7 @@ Any adapter can be followed by a gradient-free score refiner (:attr:`posthoc`, t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
@@ -129,6 +130,9 @@ class OnlineAdapter(L.LightningModule):
     #: the per-step share of queries a method selects for its loss, as it records it in ``BatchRecord.extras``
     #: (a list under this key, or the key inside each ``extras["steps"]`` entry); None = no selection.
     selected_key: str | None = None
+    #: the run's stage clock (tta.utils.timing.instrument); the loop charges its updates to "adapt" itself, so
+    #: timing adds no call between the loop and ``update``
+    stage_clock = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -357,7 +361,8 @@ class OnlineAdapter(L.LightningModule):
             for step in range(self.steps):
                 fw = self.forward_queries(batch)
                 sims = fw.sims.detach()
-                self.update(batch, fw, step, record)
+                with self.stage_clock.stage("adapt") if self.stage_clock else contextlib.nullcontext():
+                    self.update(batch, fw, step, record)
                 self.after_step(step)
         if self.predict_with == "post_update":
             with torch.no_grad():

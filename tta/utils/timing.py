@@ -78,7 +78,7 @@ class StageClock:
 
 
 #: adapter hooks and the stage each is charged to (wrapped on the instance: the class is untouched)
-ADAPTER_STAGES = (("transfer_batch_to_device", "to_device"), ("forward_queries", "forward"), ("update", "adapt"),
+ADAPTER_STAGES = (("transfer_batch_to_device", "to_device"), ("forward_queries", "forward"),
                   ("refine_scores", "refine"), ("kept.add", "score"))
 
 
@@ -101,6 +101,7 @@ def instrument(adapter, clock: StageClock) -> StageClock:
     """Time ``adapter``'s hooks into ``clock`` (and its post-hoc refiner as ``refine``)."""
     for extra in EXTRA_INSTRUMENTS:
         extra(adapter, clock)
+    adapter.stage_clock = clock  # the loop times its updates ("adapt") itself
     for hook, stage in ADAPTER_STAGES:
         if hook == "refine_scores" and not getattr(adapter, "refines", True):
             continue  # the base's identity: nothing refined, nothing charged to the method
