@@ -25,8 +25,6 @@ from tta.reporting.collect import shift_label
 
 #: the disruption types in table order, and their column names
 TYPES = {"temp_reorder": "reorder", "action_replace": "action", "seg_mismatch": "seg"}
-#: the keys of a run's config that describe its stream, not its source model
-STREAM_KEYS = ("task", "job", "adapter", "posthoc", "shift", "scenario", "seed", "shift_seed", "comp_probe.enabled")
 #: the interval text of a comp page (pages.py prints it instead of the paired per-query one)
 HOW = ("Intervals are 95 % percentile bootstrap intervals over the probe's videos (the same resampled videos for the "
        "adapted and the source model, so Δ is paired); they carry no run-to-run noise (training, stream or probe "
