@@ -44,6 +44,7 @@ import logging
 import sys
 from pathlib import Path
 
+from tta.reporting.collect import export_rows, load_runs
 from tta.reporting.full_report import build_report, with_provenance
 from tta.reporting.pages import LAYOUTS, render_pages, render_tables
 from tta.reporting.robustness import ROBUST_METRICS
@@ -57,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                                                "any tree of run directories) and/or row files (*.jsonl)")
     ap.add_argument("--layout", choices=["paper", *LAYOUTS, "runtime"], default=None,
                     help="paper: full report (default for directories); pivot (default for row files); list; "
-                         "compare: paired differences to source with intervals and win/tie/loss counts; runtime: "
-                         "timings beside the paper's (rows of tta/reporting/runtime.py)")
+                         "compare: paired differences to source with intervals and win/tie/loss counts; "
+                         "comp: the VideoComp probe (results.json 'comp') of the source models and after adaptation; "
+                         "runtime: timings beside the paper's (rows of tta/reporting/runtime.py)")
     ap.add_argument("--out", default=None, help="paper layout: output directory (default: <sweep>/report)")
     ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "RSUM", "MdR", "MnR", "skewness"])
     ap.add_argument("--baseline", default=None, help="paper and compare layouts: compare every configuration with "
@@ -69,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="robustness against the clean source run or the method's own clean run")
     ap.add_argument("--groups", default="level", choices=["level", "schiappa"],
                     help="robustness groups: HAT-VTR shift levels or the categories of Schiappa et al.")
-    ap.add_argument("--rows", default=None, help="paper: also write the runs as a row file (JSONL, per-query ranks "
+    ap.add_argument("--rows", default=None, help="also write the runs as a row file (JSONL, per-query ranks "
                                                  "included) for docs/results/rows/")
     ap.add_argument("--cost", default=None, help="ms/query from these rows of benchmarks/method_overhead.py "
                                                  "(cost columns and the gain-against-cost plot)")
@@ -117,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                 run_id = upload_report(rep, args.sources[0], rep["html"].parent, project=args.wandb_project)
                 print(f"W&B summary run: {args.wandb_project}/{run_id}")
             return 0
+        if args.rows:  # the runs as a row file, whatever the layout prints (the comp probe's runs have no paper tables)
+            export_rows(load_runs(args.sources)[0], args.rows)
+            print(f"rows written to {args.rows}")
         tables = render_tables(args.sources, layout, args.metric, args.second, args.model, args.bold, args.mean,
                                args.per_model, args.segments, args.sort, baseline=args.baseline, cost=args.cost)
     except (FileNotFoundError, ValueError) as e:

@@ -42,6 +42,8 @@ def test_comp_task_with_a_comploss_source(tiny_cache, tmp_path):
     recipe = "embedded_recipe=[" + ",".join(f"'{r}'" for r in (*TINY_RECIPE, "comp_loss.weight=1")) + "]"
     record = run(compose("run", tiny_overrides(tiny_cache, "task=comp", "data=synth_comp", recipe)), tmp_path)
     check_probe(record["comp"]["source"])
+    # the report pairs the task=comp probe with the streams' source block by these
+    assert record["model"] == "clip4clip" and record["data"] == "synth_comp" and len(record["source_weights"]) == 16
     ckpt = sorted(tiny_cache.glob("checkpoints/clip4clip-synth_comp-*.pt"))
     trained = [torch.load(p, weights_only=False)["train_config"]["comp_loss"]["weight"] for p in ckpt]
     assert 1 in trained

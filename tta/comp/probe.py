@@ -234,8 +234,12 @@ def probe_source(cfg: DictConfig, scenario, cache: Path, t_start: float) -> dict
         raise ValueError(f"task=comp scores the source model alone (got adapter={cfg.adapter.name}, "
                          f"shift={cfg.shift.name}); to probe an adapted model run task=v2t or task=t2v with "
                          f"comp_probe.enabled=true")
+    from tta.data.gallery import weights_digest
+
     model = scenario.load_model(cfg, cache)
-    return {"task": "comp", "comp": probe_models(cfg, cache, {"source": model}),
+    return {"task": "comp", "model": cfg.model.name, "data": cfg.data.name,
+            "source_weights": weights_digest(model)[:16],  # pairs it with the streams' source (tta.report)
+            "comp": probe_models(cfg, cache, {"source": model}),
             "config": OmegaConf.to_container(cfg, resolve=True), "provenance": provenance(cfg, t_start)}
 
 

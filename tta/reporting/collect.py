@@ -120,6 +120,11 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
         except json.JSONDecodeError:
             log.warning("skipping unreadable %s", file)
             continue
+        if res.get("task") == "comp":  # the VideoComp probe alone: no stream, no retrieval metrics
+            from tta.reporting.comp import probe_only_row
+
+            rows.append(probe_only_row(res, str(file.parent)))
+            continue
         row = {k: res.get(k) for k in ("data", "task", "scenario", "model", "adapter", "posthoc", "shift",
                                        "severity", "seed", "shift_seed", "train_data", "num_queries")}
         row["scenario"] = row["scenario"] or "qs"
@@ -150,6 +155,10 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
         row.update(effect_columns(res))
         row.update(provenance_columns(res.get("provenance") or {}))
         row["segments"] = stream_segments(res.get("segments"), row["queries"])
+        if res.get("comp"):  # the VideoComp probe after the stream (the comp layout)
+            from tta.reporting.comp import comp_record
+
+            row["comp"] = comp_record(res)
         rows += _split_stream(row, res) if segments and row["segments"] else [row]
     for err in sorted(root.rglob("error.txt")):
         if not (err.parent / "results.json").exists():
@@ -192,7 +201,7 @@ def complete_columns(df: pd.DataFrame) -> pd.DataFrame:
     config = adapter, one_to_one protocol, no per-query ranks, no failed rows, unknown cost."""
     df = df.copy()
     defaults = {"config": None, "protocol": "one_to_one", "train_data": None, "shift_seed": None, "failed_rows": 0,
-                "queries": None, "segments": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None,
+                "queries": None, "segments": None, "RSUM": None, "gallery_shift": "none", "by_category": None, "source_weights": None, "comp": None,
                 "num_queries": None, "setup": None, "repeats": 1, "deterministic": False, "hubness_k": None,
                 **{f"{k} raw": None for k in RAW},
                 **dict.fromkeys(COST),
@@ -443,6 +452,7 @@ def load_rows(files, segments: bool = False) -> pd.DataFrame:
                     "skipped": int(r.get("skipped") or 0), "collapsed": False, "dir": f"{file}:{n + 1}",
                     "failed_rows": int(r.get("failed_rows") or 0), "gallery_shift": r.get("gallery_shift", "none"),
                     "by_category": r.get("by_category"), "source_weights": r.get("source_weights"),
+                    "comp": r.get("comp"),
                     "commit": r.get("commit"), "setup": json.dumps(run_setup(over, overrides=True), sort_keys=True),
                     **{f"{k} raw": (r.get("raw") or {}).get(k) for k in RAW},
                     **{k: (r.get("effect") or {}).get(k) for k in EFFECT},
@@ -510,6 +520,8 @@ def export_rows(df: pd.DataFrame, path: str | Path, label: str | None = None) ->
             row["by_category"] = r["by_category"]
         if isinstance(r.get("source_weights"), str):
             row["source_weights"] = r["source_weights"]
+        if isinstance(r.get("comp"), dict):  # the VideoComp probe (the comp layout)
+            row["comp"] = r["comp"]
         if isinstance(r.get("commit"), str):  # the code the run was computed with (results.json provenance)
             row["commit"] = r["commit"]
         if pd.notna(r.get("R@1 raw")):  # a refining method: R@1 and skewness before its refinement

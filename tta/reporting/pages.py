@@ -74,10 +74,17 @@ def _compare(df: pd.DataFrame, opts: TableOptions) -> list[Table]:
     return comparison_tables(comparisons, missing, against, opts.metric)
 
 
+def _comp(df: pd.DataFrame, opts: TableOptions) -> list:
+    """The VideoComp probe of the runs that carry one (results.json "comp"): :mod:`tta.reporting.comp`."""
+    from tta.reporting.comp import comp_tables
+
+    return comp_tables(df, opts.title)
+
+
 #: the table layouts of ``--layout`` besides ``paper`` (:mod:`tta.reporting.full_report`): name -> (runs, options)
 #: -> tables
 LAYOUTS: dict[str, Callable[[pd.DataFrame, TableOptions], list[Table]]] = {
-    "pivot": _pivot, "list": _list, "compare": _compare}
+    "pivot": _pivot, "list": _list, "compare": _compare, "comp": _comp}
 
 
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
@@ -140,17 +147,18 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
     """One page: title, about, the seed line, where its numbers come from, then each table under its command."""
     files = list(dict.fromkeys(rows_dir / f for t in spec["tables"] for f in t["rows"]))
     provenance = _provenance_lines(name, spec, files, spec_path, date)
-    tables, seeds, intervals = [], set(), False
+    tables, seeds, intervals, own = [], set(), False, set()
     for t in spec["tables"]:
         opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
         cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
         rendered = render_tables([rows_dir / f for f in t["rows"]], **opts, cost=ROOT / cost if cost else None)
         seeds |= {s for r in rendered for s in r.seed_values}
+        own |= {r.how for r in rendered if getattr(r, "how", None)}  # tables with intervals of their own
         intervals |= any(r.marks is not None for r in rendered) and all(
             "no per-query ranks" not in " ".join(r.notes) for r in rendered)
         command = table_command([f"docs/results/rows/{f}" for f in t["rows"]], **opts, cost=cost)
         tables.append((t.get("note"), command, "\n\n".join(r.to_markdown() for r in rendered)))
-    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", _seed_line(seeds, intervals, tables), "",
+    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", _seed_line(seeds, intervals, tables, own), "",
              *provenance]
     for note, command, body in tables:
         if note:
@@ -159,9 +167,10 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
     return "\n".join(lines)
 
 
-def _seed_line(seeds: set, intervals: bool, tables: list[tuple]) -> str:
-    """How many seeds the page's numbers are over, and how its cells are marked."""
-    how = ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
+def _seed_line(seeds: set, intervals: bool, tables: list[tuple], own: set = frozenset()) -> str:
+    """How many seeds the page's numbers are over, and how its cells are marked (``own``: what the tables with
+    intervals of their own say about them, e.g. the VideoComp probe's)."""
+    how = " ".join(sorted(own)) if own else ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
            "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
            "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
     if not seeds:
