@@ -38,6 +38,8 @@ STAGE_LINES = ("first use", "fine-tuning", "video decoder", "checking test video
     ("batch_size=0", "error: invalid value batch_size=0: expected an integer >= 1"),
     ("adapter=noregret adapter.method.guard.agreement=1.5",  # a bound its option dataclass declares
      "error: invalid value adapter.method.guard.agreement=1.5: expected a finite number in [0, 1]"),
+    ("shift=h264_compression shift.options.threads=0",  # a bound the shift declares where it registers
+     "error: invalid value shift.options.threads=0: expected an integer >= 1"),
 ])
 def test_refused_before_any_stage_in_one_line_printed_once(tiny_cache, tmp_path, override, line):
     override, line = override.format(tmp=tmp_path), line.format(tmp=tmp_path)

@@ -119,6 +119,11 @@ def test_shipped_compositions_pass(adapter):
     ("adapter.method.loss.w_na=-1", "invalid value adapter.method.loss.w_na=-1: expected a finite number >= 0"),
     ("seed=-1", "invalid value seed=-1: expected an integer in [0, 4294967295]"),
     ("shift.severity=true", "invalid value shift.severity=True: expected an integer >= 0"),
+    ("shift=swap_text task=t2v shift.options.top_k=51",
+     "invalid value shift.options.top_k=51: expected an integer in [1, 50]"),
+    ("shift=mixed_types shift.options.ratio=0", "invalid value shift.options.ratio=0: expected a finite number in (0, 1]"),
+    ("shift@gallery_shift=motion_blur task=t2v shift=char_swap gallery_shift.options.flow_scale=1.5",
+     "invalid value gallery_shift.options.flow_scale=1.5: expected a finite number in (0, 1]"),
     ("hubness.k=50 data.subset=20", "invalid configuration: hubness.k=50 must be smaller than the gallery size "
                                     "(data.subset=20); use a larger data.subset or hubness.k <= 19"),
     ("+adapter.steps=3", "invalid configuration: adapter.steps is read by nothing: an adapter's options are under "
@@ -198,3 +203,40 @@ def test_a_bad_value_of_a_key_no_class_owns_is_answered_before_torch_loads():
             "except ValueError as e:\n    print(e)\nprint('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.splitlines() == ["invalid value batch_size=0: expected an integer >= 1", "False"], out.stderr
+
+
+def _shift_bounds() -> list[tuple[str, str, object]]:
+    from tta.shifts import option_bounds, text_shift_names, video_shift_names
+    from tta.shifts.video.mixed import MIXED_NAMES
+
+    return [(name, key, rule) for name in [*video_shift_names(), *text_shift_names(), *MIXED_NAMES]
+            for key, rule in option_bounds(name).items()]
+
+
+def test_a_shift_option_is_checked_against_the_bound_its_shift_declares_up_front_and_when_the_shift_runs():
+    """Each bound a shift declares where it registers refuses a NaN for that shift's option, as ``shift`` and as
+    ``gallery_shift``, and the shift's own option check refuses it in the same words."""
+    from tta.shifts.registry import check_options
+    from tta.shifts.video.mixed import MIXED_NAMES
+
+    found = _shift_bounds()
+    assert {k for _, k, _ in found} >= {"severity", "severities", "filter_threshold", "filter_max_tries", "pool_size",
+                                        "ratio", "threads", "flow_scale", "top_k"}
+    for name, key, rule in found:
+        for node in ("shift", "gallery_shift"):
+            with pytest.raises(ConfigValueError) as up_front:
+                validate_config({node: {"name": name, "severity": 1, "options": {key: math.nan}}})
+            assert str(up_front.value) == f"invalid value {node}.options.{key}=nan: expected {rule.describe()}"
+        if name not in MIXED_NAMES:  # a stream of shifts runs its components' checks, not its own
+            with pytest.raises(ConfigValueError) as run:
+                check_options(name, {key: math.nan})
+            assert str(up_front.value) == str(run.value).replace("invalid value ", "invalid value gallery_shift.")
+
+
+def test_a_shift_bound_belongs_to_the_shift_that_declares_it():
+    """An option bounded by one shift is not judged under another (swap_text caps top_k at its neighbour pool, the
+    model-based style shifts sample from any top_k), and a word a shift accepts passes."""
+    validate_config({"shift": {"name": "formal", "severity": 1, "options": {"top_k": 80}}})
+    with pytest.raises(ConfigValueError):
+        validate_config({"shift": {"name": "swap_text", "severity": 1, "options": {"top_k": 80}}})
+    validate_config({"shift": {"name": "mixed_types", "severity": 0, "options": {"severity": "mixed", "ratio": 0.4}}})

@@ -29,11 +29,11 @@ import torch
 
 from tta.shifts import text as _text  # noqa: F401  (registers text shifts)
 from tta.shifts import video as _video  # noqa: F401  (registers video shifts)
-from tta.shifts.registry import check_severity, get_shift, item_seed, text_names, video_names
+from tta.shifts.registry import check_severity, get_shift, item_seed, option_bounds, text_names, video_names
 from tta.shifts.video.mixed import is_mixed
 
 __all__ = ["perturb_video", "perturb_text", "video_shift_names", "text_shift_names", "item_seed", "shift_kind",
-           "implementation_record", "APPLY_AT", "SHIFT_DEVICES", "BACKENDS", "resolve_shift_device"]
+           "implementation_record", "option_bounds", "APPLY_AT", "SHIFT_DEVICES", "BACKENDS", "resolve_shift_device"]
 
 APPLY_AT = ("native", "canonical")
 #: ``shift.device``: ``cpu`` (shifts run on the CPU, in the loader workers when there are any), ``model`` (on the

@@ -9,8 +9,9 @@ clip's frames, e.g. temporal scrambling, passes through unchanged). A group-B sh
 (``ShiftContext.sampled``), and then raises ``WholeVideoNeeded`` if its stored motion is missing.
 a text shift is ``fn(text: str, severity: int, rng: random.Random, **options) -> str``. Shift modules register
 themselves with :func:`register_video_shift` / :func:`register_text_shift` when :mod:`tta.shifts` is imported, and
-declare there what they are (:class:`Implementation`), their option check and the extra fields of their record; this
-module names no shift and imports none.
+declare there what they are (:class:`Implementation`), their option check, the bounds of their numeric options
+(``bounds={"ratio": Real(0, 1, lo_open=True)}``, tta/utils/bounds.py; the run's up-front check applies them to
+``shift.options.*``) and the extra fields of their record; this module names no shift and imports none.
 
 A video shift may also have a vectorised torch twin (:func:`register_batched`):
 ``twin(frames: uint8 (N, T, H, W, 3), severity, generators: list[torch.Generator], **options)`` on the frames' device,
@@ -27,6 +28,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tta.utils.bounds import Num, check_value
 from tta.utils.seeding import derive_seed
 
 
@@ -69,6 +71,7 @@ class ShiftInfo:
     seed_as: str | None = None  # draw randomness under this shift's name (items comparable one by one)
     detailed: Callable | None = None  # text: fn(text, severity, rng, **options) -> outcome with the filter's record
     needs_model: bool = False  # text: runs only with shift.options.model_path
+    bounds: Mapping[str, Num] | None = None  # option -> the values it accepts (tta/utils/bounds.py)
 
     @property
     def description(self) -> str:
@@ -81,6 +84,7 @@ _VIDEO: dict[str, ShiftInfo] = {}
 _TEXT: dict[str, ShiftInfo] = {}
 #: streams made of registered shifts (mixed MLVP streams): name -> options -> {component shift: its options}
 _COMPOSITES: dict[str, Callable[[dict], dict[str, dict]]] = {}
+_COMPOSITE_BOUNDS: dict[str, Mapping[str, Num]] = {}
 
 
 def _implementation(approximates, note, deviation) -> Implementation:
@@ -90,9 +94,10 @@ def _implementation(approximates, note, deviation) -> Implementation:
 def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "low", changes_length: bool = False,
                          group: str = "A", accepts_sampled: bool = False, *, approximates: str | None = None,
                          note: str | None = None, deviation: str | None = None, record: Callable | None = None,
-                         seed_as: str | None = None):
-    """Register ``fn`` as the video shift ``name`` with what it is (``approximates``/``note``/``deviation``) and the
-    extra fields of its implementation ``record`` (see :class:`ShiftInfo`); its option check: :func:`register_check`."""
+                         seed_as: str | None = None, bounds: Mapping[str, Num] | None = None):
+    """Register ``fn`` as the video shift ``name`` with what it is (``approximates``/``note``/``deviation``), the
+    extra fields of its implementation ``record`` and the ``bounds`` of its numeric options (see :class:`ShiftInfo`);
+    a check of its options beyond bounds: :func:`register_check`."""
     if group not in ("A", "B"):
         raise ValueError(f"group must be 'A' (sampled frames) or 'B' (whole video), got {group!r}")
     if accepts_sampled and group != "B":
@@ -102,7 +107,7 @@ def register_video_shift(name: str, severities=(1, 2, 3, 4, 5), level: str = "lo
         _VIDEO[name] = ShiftInfo(name, "video", fn, tuple(severities), level, changes_length, group,
                                  accepts_sampled=accepts_sampled,
                                  implementation=_implementation(approximates, note, deviation), record=record,
-                                 seed_as=seed_as)
+                                 seed_as=seed_as, bounds=bounds)
         return fn
 
     return wrap
@@ -121,21 +126,33 @@ def register_batched(name: str, exact: bool, cpu: bool = True):
 
 def register_text_shift(name: str, severities=(1,), level: str = "character", *, detailed: Callable | None = None,
                         needs_model: bool = False, approximates: str | None = None, note: str | None = None,
-                        deviation: str | None = None, seed_as: str | None = None):
+                        deviation: str | None = None, seed_as: str | None = None,
+                        bounds: Mapping[str, Num] | None = None):
     """Register ``fn(text, severity, rng, **options) -> str`` as the text shift ``name``; ``detailed`` is the same
-    shift returning its outcome record (:class:`tta.shifts.text.core.TextOutcome`)."""
+    shift returning its outcome record (:class:`tta.shifts.text.core.TextOutcome`); ``bounds`` as for video."""
     def wrap(fn):
         _TEXT[name] = ShiftInfo(name, "text", fn, tuple(severities), level, detailed=detailed,
                                 needs_model=needs_model, implementation=_implementation(approximates, note, deviation),
-                                seed_as=seed_as)
+                                seed_as=seed_as, bounds=bounds)
         return fn
 
     return wrap
 
 
-def register_composite(name: str, components: Callable[[dict], dict[str, dict]]) -> None:
-    """Register a stream made of registered shifts; ``components(options)`` -> {shift: its options}."""
+def register_composite(name: str, components: Callable[[dict], dict[str, dict]],
+                       bounds: Mapping[str, Num] | None = None) -> None:
+    """Register a stream made of registered shifts; ``components(options)`` -> {shift: its options}; ``bounds`` of
+    its own numeric options."""
     _COMPOSITES[name] = components
+    _COMPOSITE_BOUNDS[name] = dict(bounds or {})
+
+
+def option_bounds(name: str) -> dict[str, Num]:
+    """The bounds the shift or composite stream ``name`` declared for its options ({} for any other name)."""
+    if name in _COMPOSITE_BOUNDS:
+        return dict(_COMPOSITE_BOUNDS[name])
+    info = _VIDEO.get(name) or _TEXT.get(name)
+    return dict(info.bounds or {}) if info is not None else {}
 
 
 def get_shift(name: str) -> ShiftInfo:
@@ -169,7 +186,11 @@ def register_check(*names: str):
 
 
 def check_options(name: str, options: dict) -> None:
-    """Run the check the shift ``name`` registered (:func:`register_check`), if any, on its options."""
+    """Check the options of the shift ``name`` against its declared bounds, then run the check it registered
+    (:func:`register_check`), if any."""
+    for key, rule in option_bounds(name).items():
+        if key in options:
+            check_value(f"options.{key}", options[key], rule)
     if (check := _CHECKS.get(name)) is not None:
         check(options)
 

@@ -3,7 +3,9 @@ relations between options.
 
 A config node whose ``_target_`` is one of the project's classes (an adapter, a score refiner, a data generator)
 is checked against the bounds its owner declares (tta/utils/bounds.py: :func:`~tta.utils.bounds.declared_bounds`),
-the same declaration that checks the owner's option dataclass when it is built. ``RULES`` holds the bounds of the
+the same declaration that checks the owner's option dataclass when it is built. A node that names its implementation
+in a registry (``shift``: ``name`` + ``options``) is checked against the bounds that implementation declared where it
+registered (``NAMED_OWNERS``). ``RULES`` holds the bounds of the
 keys no such owner reads (run-level keys, trainer and logger, the entry points, the launcher): dotted key patterns
 (``fnmatch``: ``*`` spans dots, ``[]`` stands for any list item), the first match winning. :func:`validate_config`
 raises one ``ConfigValueError`` line (exit code 2 through the runner) naming the key, the value and what is valid;
@@ -22,7 +24,6 @@ from tta.utils.bounds import (
     NON_NEGATIVE,
     POSITIVE,
     SEED,
-    UNIT,
     ConfigValueError,
     Int,
     Num,
@@ -56,15 +57,8 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("model.vision.mlp_ratio", POSITIVE),
     ("model.*", Int(1)),  # widths, depths, sizes of the embedded towers
     ("shift.severity", Int(0)),  # the range of each shift is checked against its registry entry
-    ("shift.options.severity", Int(0)),
-    ("shift.options.severities[]", Int(0)),
-    ("shift.options.filter_threshold", UNIT),
-    ("shift.options.filter_max_tries", Int(1)),
-    ("shift.options.pool_size", Int(1)),
-    ("shift.options.ratio", Real(0, 1, lo_open=True)),
-    ("shift.options.threads", Int(1)),
-    ("shift.options.flow_scale", Real(0, 1, lo_open=True)),
-    ("shift.options.top_k", Int(1, 50)),
+    # the run's D_q filter of any text shift (tta/scenario.py), read before the shift sees its options; the other
+    # shift.options.* are bounded by the shift that reads them (NAMED_OWNERS)
     ("shift.options.min_similarity", Real(0, 1, lo_open=True, null="no D_q filter")),
     ("trainer.devices", Int(1, words=("auto",))),
     ("trainer.num_nodes", Int(1)),
@@ -94,6 +88,11 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("hydra.launcher.mem_gb", Int(1)),
     ("hydra.launcher.*", Int(1)),  # nodes, GPUs, tasks, CPUs, array parallelism
 )
+
+
+# config nodes that name their implementation by ``name`` in a registry, not by ``_target_``: node -> the function
+# (a dotted path, imported like a ``_target_``) giving the bounds the named implementation declared for its ``options``
+NAMED_OWNERS: dict[str, str] = {"shift": "tta.shifts.option_bounds", "gallery_shift": "tta.shifts.option_bounds"}
 
 
 def rule_for(key: str, value: Any = 0) -> Num | None:
@@ -146,12 +145,25 @@ def locate_owner(target: str) -> Any:
         return None
 
 
+def named_nodes(cfg: dict) -> Iterator[tuple[str, str, str]]:
+    """(dotted path of the options, registered name, bounds function) of every ``NAMED_OWNERS`` node of ``cfg`` that
+    sets options."""
+    for key, finder in NAMED_OWNERS.items():
+        node = cfg.get(key)
+        if isinstance(node, dict) and isinstance(node.get("name"), str) and node.get("options"):
+            yield f"{key}.options", node["name"], finder
+
+
 def owned_bounds(cfg: dict) -> dict[str, Num]:
     """Full dotted key -> bound, for the options of every owner node of ``cfg`` (imports the owners)."""
     out: dict[str, Num] = {}
     for path, target in owner_nodes(cfg):
         for key, rule in declared_bounds(locate_owner(target)).items():
             out[f"{path}.{key}" if path else key] = rule
+    for path, name, finder in named_nodes(cfg):
+        bounds = locate_owner(finder)
+        for key, rule in (bounds(name) if bounds is not None else {}).items():
+            out[f"{path}.{key}"] = rule
     return out
 
 
@@ -257,7 +269,7 @@ def validate_config(cfg: Any) -> None:
 
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     plain = {k: v for k, v in plain.items() if k != "hydra"}
-    paths = [path for path, _ in owner_nodes(plain)]
+    paths = [path for path, _ in owner_nodes(plain)] + [path for path, _, _ in named_nodes(plain)]
 
     def owned_leaf(key: str) -> bool:
         return any(key == p or key.startswith(f"{p}.") or not p for p in paths)

@@ -31,7 +31,7 @@ import re
 
 from tta.shifts.text.core import SENTENCE_SEVERITIES, TextOutcome, outcome, text_shift
 from tta.shifts.text.pos import is_plural_noun, pos_tag
-from tta.shifts.text.similarity import filter_options, semantic_filter
+from tta.shifts.text.similarity import FILTER_BOUNDS, filter_options, semantic_filter
 
 INFORMAL_TO_FORMAL = {
     "kid": "child", "kids": "children", "guy": "man", "guys": "men", "tv": "television", "bike": "bicycle",
@@ -296,7 +296,8 @@ def _styled(name: str, rewrite, doc: str, note: str) -> None:
         return semantic_filter(text, lambda: rewrite(text, **extra), stochastic=False, **filt)
 
     fn.__name__, fn.__doc__ = name, doc
-    text_shift(name, SENTENCE_SEVERITIES, "sentence", approximates=name.removesuffix("_approx"), note=note)(fn)
+    text_shift(name, SENTENCE_SEVERITIES, "sentence", approximates=name.removesuffix("_approx"), note=note,
+               bounds=FILTER_BOUNDS)(fn)
 
 
 def _no_model(real: str, model_path) -> None:

@@ -30,7 +30,8 @@ import torch
 
 from tta.shifts.registry import register_check
 from tta.shifts.text.core import SENTENCE_SEVERITIES, TextOutcome, outcome, text_shift
-from tta.shifts.text.similarity import filter_options, semantic_filter
+from tta.shifts.text.similarity import FILTER_BOUNDS, filter_options, semantic_filter
+from tta.utils.bounds import Int
 
 REVERSE_MISSING = "back_translation needs shift.options.reverse_model_path (the pivot→English model)"
 STYLE_PREFIX = {"formal": "transfer Casual to Formal: ", "casual": "transfer Formal to Casual: ",
@@ -132,7 +133,8 @@ def _style(name: str) -> None:
 
     fn.__name__ = name
     fn.__doc__ = f"Styleformer-style {name} transfer with a local T5 checkpoint, then the semantic filter (docs/shifts/text.md: sentence level; semantic filter)."
-    text_shift(name, SENTENCE_SEVERITIES, "sentence", needs_model=True, deviation=RERANK_DEVIATION.get(name))(fn)
+    text_shift(name, SENTENCE_SEVERITIES, "sentence", needs_model=True, deviation=RERANK_DEVIATION.get(name),
+               bounds={**FILTER_BOUNDS, "top_k": Int(1)})(fn)
 
 
 #: Styleformer's adequacy re-ranking is reproduced for none of the style shifts; recorded where it changes the output

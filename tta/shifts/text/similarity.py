@@ -21,6 +21,7 @@ from functools import lru_cache
 import torch
 
 from tta.shifts.text.core import TextOutcome
+from tta.utils.bounds import UNIT, Int
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,8 @@ THRESHOLD = 0.9  # HAT-VTR code (docs/shifts/text.md, semantic filter)
 MAX_TRIES = 100  # N_max (docs/shifts/text.md, semantic filter)
 BATCHES = (1, 3, 8, 16, 32, 40)  # draw schedule (sums to 100); only speed depends on it
 ON_FAIL = ("keep_last", "keep_original")
+#: the bounds of the filter_* options, declared by every shift that runs the filter
+FILTER_BOUNDS = {"filter_threshold": UNIT, "filter_max_tries": Int(1)}
 
 
 class SentenceEncoder:

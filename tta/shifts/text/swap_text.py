@@ -23,6 +23,7 @@ import torch
 from tta.shifts.text.core import CHAR_SEVERITIES, TextOutcome, outcome, ratio, text_shift
 from tta.shifts.text.shirnin import _split, match_case
 from tta.shifts.text.word import STOP_WORDS
+from tta.utils.bounds import Int
 
 NEIGHBOUR_POOL = 50  # neighbours kept per word; top_k may not exceed it
 
@@ -64,7 +65,7 @@ def neighbours(word: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-@text_shift("swap_text", CHAR_SEVERITIES, "word")
+@text_shift("swap_text", CHAR_SEVERITIES, "word", bounds={"top_k": Int(1, NEIGHBOUR_POOL)})
 def swap_text(text: str, severity: int, rng: random.Random, top_k: int = 10) -> TextOutcome:
     """SwapText: n = max(1, ⌊0.05·s·n_words⌋) content words, each replaced by one of its top_k embedding neighbours."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= NEIGHBOUR_POOL:

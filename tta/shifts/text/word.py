@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from tta.shifts.text.core import CHAR_SEVERITIES, TextOutcome, ratio, text_shift
-from tta.shifts.text.similarity import filter_options, semantic_filter
+from tta.shifts.text.similarity import FILTER_BOUNDS, filter_options, semantic_filter
 from tta.shifts.text.wordnet import wordnet
 
 # EDA's stop list (Wei & Zou's eda.py; the NLTK English list without contractions, plus "")
@@ -141,7 +141,7 @@ def _word_shift(name: str, op: Callable[[list[str], int, float, random.Random], 
         return semantic_filter(text, draw, **filt)
 
     fn.__name__, fn.__doc__ = name, doc
-    text_shift(name, CHAR_SEVERITIES, "word")(fn)
+    text_shift(name, CHAR_SEVERITIES, "word", bounds=FILTER_BOUNDS)(fn)
 
 
 _word_shift("synonym_replace", lambda w, n, r, rng: synonym_replacement(w, n, rng),
@@ -154,7 +154,7 @@ _word_shift("word_delete", lambda w, n, r, rng: random_deletion(w, r, rng),
             "EDA random deletion with p = r (Table 10 'WD'), semantic filter.")
 
 
-@text_shift("insert_punctuation", CHAR_SEVERITIES, "word")
+@text_shift("insert_punctuation", CHAR_SEVERITIES, "word", bounds=FILTER_BOUNDS)
 def insert_punctuation(text: str, severity: int, rng: random.Random, variant: str = "vtr_tta",
                        **options) -> TextOutcome:
     """Punctuation insertion (AEDA-style; Table 10 'IP'), semantic filter (docs/shifts/text.md: word level; semantic filter)."""

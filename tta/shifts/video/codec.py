@@ -26,6 +26,7 @@ import torch
 
 from tta.shifts.registry import register_video_shift
 from tta.shifts.video.common import ShiftContext
+from tta.utils.bounds import Int
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def h264_roundtrip(frames: np.ndarray, bitrate: int, fps: float, pix_fmt: str = 
     return np.stack(decoded), achieved
 
 
-@register_video_shift("h264_compression", level="low", group="B")
+@register_video_shift("h264_compression", level="low", group="B", bounds={"threads": Int(1)})
 def h264_compression(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                      pix_fmt: str = "yuv444p", threads: int = 1, preset: str = "fast",
                      bitrates: list | tuple | None = None, x264_params: str = "") -> torch.Tensor:

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from tta.shifts.registry import register_video_shift
 from tta.shifts.video.common import ShiftContext, to_uint8
+from tta.utils.bounds import Int
 
 EVENT_RATIO = (0.30, 0.40, 0.50, 0.60, 0.70)
 
@@ -58,7 +59,7 @@ def _donor_record(options: dict, resources: dict) -> dict:
             "donor_query_optimistic": bool(counts and counts.get("ground_truth_caption"))}
 
 
-@register_video_shift("event_insertion", level="high", record=_donor_record)
+@register_video_shift("event_insertion", level="high", record=_donor_record, bounds={"pool_size": Int(1)})
 def event_insertion(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                     position: str = "tail", query: str = "caption_text", pool_size: int = 2000,
                     caption_fallback: str = "video") -> torch.Tensor:

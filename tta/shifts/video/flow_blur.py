@@ -24,12 +24,14 @@ from tta.shifts.kernels.blur import blend_torch, blur_blend, percentile_linear
 from tta.shifts.kernels.motion_store import ClipMotion, MotionStore
 from tta.shifts.registry import register_check, register_video_shift
 from tta.shifts.video.common import ShiftContext, WholeVideoNeeded
+from tta.utils.bounds import Real
 
 MOTION_LENGTHS = ((5, 9), (7, 13), (9, 17), (11, 21), (13, 25))  # (L_low, L_high), docs/shifts/mlvp.md, App. E.2
 DEFOCUS_RADII = (3, 4, 6, 8, 10)  # r_low; r_high = 2 r_low, docs/shifts/mlvp.md, App. E.2
 FARNEBACK = dict(pyr_scale=0.5, levels=3, winsize=15, iterations=3, poly_n=5, poly_sigma=1.2, flags=0)
 HIGH_MOTION_PERCENTILE = 75.0
 FLOW_METHODS = ("farneback", "dis")
+FLOW_BOUNDS = {"flow_scale": Real(0, 1, lo_open=True)}  # flow and mask computed at flow_scale x the size
 
 
 def check_flow_options(method: str, scale: float) -> None:
@@ -235,14 +237,14 @@ def defocus_kernels(severity: int, static_regions: str = "low_kernel"):
 
 
 # the batched torch twins of both shifts (used on CUDA) register themselves in tta.shifts.kernels.flow_blur_batch
-@register_video_shift("motion_blur", level="mid", group="B", accepts_sampled=True)
+@register_video_shift("motion_blur", level="mid", group="B", accepts_sampled=True, bounds=FLOW_BOUNDS)
 def motion_blur(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                 angle_convention: str = "flow", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, blurred frames (docs/shifts/mlvp.md, App. E.2)."""
     return drive(frames, context, motion_kernels(severity, angle_convention), flow, flow_scale)
 
 
-@register_video_shift("video_defocus", level="mid", group="B", accepts_sampled=True)
+@register_video_shift("video_defocus", level="mid", group="B", accepts_sampled=True, bounds=FLOW_BOUNDS)
 def video_defocus(frames: torch.Tensor, severity: int, generator: torch.Generator, context: ShiftContext | None = None,
                   static_regions: str = "low_kernel", flow: str = "farneback", flow_scale: float = 1.0) -> torch.Tensor:
     """frames: every decoded frame uint8 (T, H, W, 3) -> the ``num_frames`` sampled, defocused frames (docs/shifts/mlvp.md, App. E.2)."""

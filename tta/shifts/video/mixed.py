@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from tta.shifts.registry import register_composite
+from tta.utils.bounds import Int, Real
 from tta.utils.seeding import derive_seed
 
 MIXED_NAMES = ("mixed_severity", "mixed_types")
@@ -67,8 +68,11 @@ def components(name: str, options: dict) -> dict[str, dict]:
     return {str(t): dict(per.get(t) or {}) for t in (options.get("types") or MLVP_TYPES)}
 
 
+BOUNDS = {"mixed_severity": {"severities": Int(0)},
+          "mixed_types": {"ratio": Real(0, 1, lo_open=True), "severity": Int(0, words=("mixed",))}}
+
 for _name in MIXED_NAMES:
-    register_composite(_name, lambda options, _name=_name: components(_name, options))
+    register_composite(_name, lambda options, _name=_name: components(_name, options), bounds=BOUNDS[_name])
 
 
 def plan_summary(plan: Iterable[tuple[str, str, int]]) -> dict:
