@@ -119,6 +119,8 @@ def test_shipped_compositions_pass(adapter):
     ("adapter.method.loss.w_na=-1", "invalid value adapter.method.loss.w_na=-1: expected a finite number >= 0"),
     ("seed=-1", "invalid value seed=-1: expected an integer in [0, 4294967295]"),
     ("shift.severity=true", "invalid value shift.severity=True: expected an integer >= 0"),
+    ("model.vision.mlp_ratio=0", "invalid value model.vision.mlp_ratio=0: expected a finite number > 0"),
+    ("model.vision.width=2.5", "invalid value model.vision.width=2.5: expected an integer >= 1"),
     ("shift=swap_text task=t2v shift.options.top_k=51",
      "invalid value shift.options.top_k=51: expected an integer in [1, 50]"),
     ("shift=mixed_types shift.options.ratio=0", "invalid value shift.options.ratio=0: expected a finite number in (0, 1]"),
@@ -140,7 +142,7 @@ def test_bound_edges():
 
     rule = declared_bounds(HSMConfig)["hsm.gallery_fraction"]
     assert rule.accepts(1.0) and not rule.accepts(0.0) and not rule.accepts(math.nan)
-    assert rule_for("model.name", "clip4clip") is None and rule_for("model.embed_dim", 0) is not None
+    assert rule_for("model.name", "clip4clip") is None and rule_for("model.embed_dim", 0) is None  # the towers'
     assert rule_for("data.subset").accepts(None) and rule_for("data.subset").accepts(3.0)
     assert not rule_for("batch_size").accepts(None)
     assert rule_for("adapter.method.hsm.alpha") is None  # the adapters' bounds are their own, not the table's
@@ -240,3 +242,16 @@ def test_a_shift_bound_belongs_to_the_shift_that_declares_it():
     with pytest.raises(ConfigValueError):
         validate_config({"shift": {"name": "swap_text", "severity": 1, "options": {"top_k": 80}}})
     validate_config({"shift": {"name": "mixed_types", "severity": 0, "options": {"severity": "mixed", "ratio": 0.4}}})
+
+
+def test_a_tower_bound_refuses_the_same_value_up_front_and_when_the_tower_config_is_built():
+    """The towers' sizes are declared on TowerConfig, the class tta/models/factory.py builds from ``model``."""
+    from tta.models.towers import TowerConfig
+
+    vision = {**TowerConfig().vision, "mlp_ratio": 0}
+    with pytest.raises(ConfigValueError) as built:
+        TowerConfig(vision=vision)
+    with pytest.raises(ConfigValueError) as up_front:
+        validate_config(compose("run", ["adapter=source", "model.vision.mlp_ratio=0"]))
+    assert str(up_front.value) == str(built.value).replace("invalid value ", "invalid value model.")
+    assert str(built.value) == "invalid value vision.mlp_ratio=0: expected a finite number > 0"

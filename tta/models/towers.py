@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from tta.utils.bounds import POSITIVE, Int, Options, bound
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +48,18 @@ def minilm_path() -> str:
 
 
 @dataclass
-class TowerConfig:
-    """What builds the dual encoder. Stored inside every checkpoint so that it can be rebuilt exactly."""
+class TowerConfig(Options):
+    """What builds the dual encoder (the keys of ``model``). Stored inside every checkpoint so that it can be rebuilt
+    exactly."""
 
     arch: str = EMBEDDED
     pretrained: str | None = None
-    embed_dim: int = 256
-    context_length: int = 64
-    vision: dict[str, Any] = field(default_factory=lambda: dict(image_size=64, patch_size=16, width=128, layers=3,
-                                                                 head_width=64, mlp_ratio=4.0))
+    embed_dim: int = bound(Int(1), 256)
+    context_length: int = bound(Int(1), 64)
+    # the embedded vision tower: sizes and depths, and the MLP's width as a multiple of the tower's
+    vision: dict[str, Any] = bound(Int(1), default_factory=lambda: dict(image_size=64, patch_size=16, width=128,
+                                                                       layers=3, head_width=64, mlp_ratio=4.0),
+                                   items={"mlp_ratio": POSITIVE})
     text_proj: str = "linear"
     quick_gelu: bool | None = None  # None: the architecture's default (or the pretrained tag's need)
     clip_cfg: dict[str, Any] | None = None  # arch=custom: open_clip CLIP kwargs (embed_dim, vision_cfg, text_cfg)

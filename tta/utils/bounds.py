@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 INF = math.inf
 BOUND = "bound"  # the field-metadata key
+ITEMS = "bound_items"  # the field-metadata key of the rules of named items of a mapping field
 
 
 class ConfigValueError(ValueError):
@@ -82,9 +83,16 @@ UNIT = Real(0, 1)  # a share, a probability, a mixing weight
 SEED = Int(0, 2**32 - 1)
 
 
-def bound(rule: Num, default: Any = MISSING, *, default_factory: Any = MISSING) -> Any:
-    """A dataclass field whose value must satisfy ``rule``; a mapping or a list satisfies it item by item."""
-    return field(default=default, default_factory=default_factory, metadata={BOUND: rule})
+def bound(rule: Num, default: Any = MISSING, *, default_factory: Any = MISSING,
+          items: Mapping[str, Num] | None = None) -> Any:
+    """A dataclass field whose value must satisfy ``rule``; a mapping or a list satisfies it item by item, a mapping's
+    items named in ``items`` their own rule instead."""
+    return field(default=default, default_factory=default_factory, metadata={BOUND: rule, ITEMS: dict(items or {})})
+
+
+def _field_rules(f: Any) -> dict[str, Num]:
+    """The rules of a bound field: its own, then those of its named items (``vision.mlp_ratio``)."""
+    return {f.name: f.metadata[BOUND], **{f"{f.name}.{k}": r for k, r in f.metadata.get(ITEMS, {}).items()}}
 
 
 def show(value: Any) -> str:
@@ -116,8 +124,14 @@ class Options:
     def __post_init__(self) -> None:
         prefix = f"{self.block}." if self.block else ""
         for f in fields(self):
-            if BOUND in f.metadata:
-                check_value(prefix + f.name, getattr(self, f.name), f.metadata[BOUND])
+            if BOUND not in f.metadata:
+                continue
+            value, items = getattr(self, f.name), f.metadata.get(ITEMS, {})
+            if items and isinstance(value, Mapping):
+                for k, v in value.items():
+                    check_value(f"{prefix}{f.name}.{k}", v, items.get(k, f.metadata[BOUND]))
+            else:
+                check_value(prefix + f.name, value, f.metadata[BOUND])
 
 
 def declared_bounds(owner: Any) -> dict[str, Num]:
@@ -125,7 +139,7 @@ def declared_bounds(owner: Any) -> dict[str, Num]:
     option dataclass, or of each dataclass in a class's ``option_types`` (collected over its bases)."""
     if isinstance(owner, type) and is_dataclass(owner):
         prefix = f"{owner.block}." if getattr(owner, "block", "") else ""
-        return {prefix + f.name: f.metadata[BOUND] for f in fields(owner) if BOUND in f.metadata}
+        return {prefix + key: rule for f in fields(owner) if BOUND in f.metadata for key, rule in _field_rules(f).items()}
     out: dict[str, Num] = {}
     for cls in reversed(getattr(owner, "__mro__", ())):
         for options in vars(cls).get("option_types", ()):

@@ -1,8 +1,8 @@
 """The check of a run's config before any work: every numeric option against its declared bound, then the
 relations between options.
 
-A config node whose ``_target_`` is one of the project's classes (an adapter, a score refiner, a data generator)
-is checked against the bounds its owner declares (tta/utils/bounds.py: :func:`~tta.utils.bounds.declared_bounds`),
+A config node whose ``_target_`` is one of the project's classes (an adapter, a score refiner, a data generator),
+or whose keys one class reads (``NODE_OWNERS``: the towers of ``model``), is checked against the bounds its owner declares (tta/utils/bounds.py: :func:`~tta.utils.bounds.declared_bounds`),
 the same declaration that checks the owner's option dataclass when it is built. A node that names its implementation
 in a registry (``shift``: ``name`` + ``options``) is checked against the bounds that implementation declared where it
 registered (``NAMED_OWNERS``). ``RULES`` holds the bounds of the
@@ -54,8 +54,6 @@ RULES: tuple[tuple[str, Num], ...] = (
     ("data.workers", Int(0)),
     ("comp_probe.subset", Int(2, null="every video of the split")),
     ("comp_probe.seed", SEED),
-    ("model.vision.mlp_ratio", POSITIVE),
-    ("model.*", Int(1)),  # widths, depths, sizes of the embedded towers
     ("shift.severity", Int(0)),  # the range of each shift is checked against its registry entry
     # the run's D_q filter of any text shift (tta/scenario.py), read before the shift sees its options; the other
     # shift.options.* are bounded by the shift that reads them (NAMED_OWNERS)
@@ -93,14 +91,19 @@ RULES: tuple[tuple[str, Num], ...] = (
 # config nodes that name their implementation by ``name`` in a registry, not by ``_target_``: node -> the function
 # (a dotted path, imported like a ``_target_``) giving the bounds the named implementation declared for its ``options``
 NAMED_OWNERS: dict[str, str] = {"shift": "tta.shifts.option_bounds", "gallery_shift": "tta.shifts.option_bounds"}
+# config nodes without a ``_target_`` whose keys one class reads (tta/models/factory.py builds the towers from
+# ``model``): node -> that class
+NODE_OWNERS: dict[str, str] = {"model": "tta.models.towers.TowerConfig"}
 
 
 def rule_for(key: str, value: Any = 0) -> Num | None:
     """The rule of a dotted key (list items as ``key[]``), or None when no pattern matches. A wildcard pattern
-    judges numbers only (``model.*`` covers the tower sizes, not ``model.name``); an exact key judges any value.
-    ``gallery_shift.*`` takes the values of ``shift.*`` (the same shift configs)."""
+    judges numbers only (``hydra.launcher.*`` covers the sizes, not ``hydra.launcher.partition``); an exact key judges any value.
+    ``gallery_shift.*`` takes the values of ``shift.*`` (the same shift configs), ``model.finetune_overrides.*`` those
+    of the training config it overrides."""
     if key.startswith("gallery_shift."):
         key = key[len("gallery_"):]
+    key = key.removeprefix("model.finetune_overrides.")
     for pattern, rule in RULES:
         if fnmatchcase(key, pattern):
             exact = not any(c in pattern for c in "*?")
@@ -126,9 +129,11 @@ def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def owner_nodes(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
     """(dotted path, ``_target_``) of every node whose ``_target_`` is one of the project's objects and that holds
-    options beside it."""
+    options beside it, and of the ``NODE_OWNERS`` nodes with their owner."""
     if not isinstance(node, dict):
         return
+    if not prefix:
+        yield from ((key, owner) for key, owner in NODE_OWNERS.items() if isinstance(node.get(key), dict))
     target = node.get("_target_")
     if isinstance(target, str) and target.startswith("tta.") and set(node) - {"_target_"}:
         yield prefix, target
