@@ -217,8 +217,8 @@ def _shift_bounds() -> list[tuple[str, str, object]]:
 
 def test_a_shift_option_is_checked_against_the_bound_its_shift_declares_up_front_and_when_the_shift_runs():
     """Each bound a shift declares where it registers refuses a NaN for that shift's option, as ``shift`` and as
-    ``gallery_shift``, and the shift's own option check refuses it in the same words."""
-    from tta.shifts.registry import check_options
+    ``gallery_shift``, and the registry's check of a shift's options refuses it in the same words."""
+    from tta.shifts.registry import check_bounds, check_options
     from tta.shifts.video.mixed import MIXED_NAMES
 
     found = _shift_bounds()
@@ -231,8 +231,10 @@ def test_a_shift_option_is_checked_against_the_bound_its_shift_declares_up_front
             assert str(up_front.value) == f"invalid value {node}.options.{key}=nan: expected {rule.describe()}"
         if name not in MIXED_NAMES:  # a stream of shifts runs its components' checks, not its own
             with pytest.raises(ConfigValueError) as run:
-                check_options(name, {key: math.nan})
+                check_bounds(name, {key: math.nan})
             assert str(up_front.value) == str(run.value).replace("invalid value ", "invalid value gallery_shift.")
+            with pytest.raises(ValueError):  # after the shift's own check (a model path, a flow method), if any
+                check_options(name, {key: math.nan})
 
 
 def test_a_shift_bound_belongs_to_the_shift_that_declares_it():

@@ -186,13 +186,17 @@ def register_check(*names: str):
 
 
 def check_options(name: str, options: dict) -> None:
-    """Check the options of the shift ``name`` against its declared bounds, then run the check it registered
-    (:func:`register_check`), if any."""
+    """Run the check the shift ``name`` registered (:func:`register_check`), if any, then :func:`check_bounds`."""
+    if (check := _CHECKS.get(name)) is not None:
+        check(options)
+    check_bounds(name, options)
+
+
+def check_bounds(name: str, options: dict) -> None:
+    """Raise ConfigValueError for the first option of the shift ``name`` outside the bound it declared."""
     for key, rule in option_bounds(name).items():
         if key in options:
             check_value(f"options.{key}", options[key], rule)
-    if (check := _CHECKS.get(name)) is not None:
-        check(options)
 
 
 def item_seed(base_seed: int, item_id: str, shift: str, severity: int) -> int:
