@@ -93,7 +93,8 @@ def test_every_numeric_option_of_every_shipped_config_has_a_bound_it_satisfies(a
     assert len(found) > 200 and {f.split("/")[0] for f, *_ in found} >= {"adapter", "posthoc", "data", "model"}
     missing = sorted({f"{key} ({file})" for file, key, _, rule in found if rule is None})
     assert not missing, ("numeric options without a bound: declare it on the owner's option dataclass "
-                         f"(docs/adding-an-adapter.md, Options) or, for a key no class owns, in RULES: {missing}")
+                         f"(docs/adding-an-adapter.md, Options), a shift's where it registers (docs/configuration.md) "
+                         f"or, for a key no class owns, in RULES: {missing}")
     refused = [f"{key}={value} ({file})" for file, key, value, rule in found if not rule.accepts(value)]
     assert not refused, refused
 
