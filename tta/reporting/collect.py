@@ -9,6 +9,7 @@ Both give the same columns, so every table layout of :mod:`tta.reporting` render
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -121,44 +122,9 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
             log.warning("skipping unreadable %s", file)
             continue
         if res.get("task") == "comp":  # the VideoComp probe alone: no stream, no retrieval metrics
-            from tta.reporting.comp import probe_only_row
-
             rows.append(probe_only_row(res, str(file.parent)))
             continue
-        row = {k: res.get(k) for k in ("data", "task", "scenario", "model", "adapter", "posthoc", "shift",
-                                       "severity", "seed", "shift_seed", "train_data", "num_queries")}
-        row["scenario"] = row["scenario"] or "qs"
-        if row["shift"] == "clean":  # the severity of a clean run is meaningless (a sweep may still set one)
-            row["severity"] = 0
-        row["config"] = row["adapter"] if row["posthoc"] in (None, "none") else f"{row['adapter']}+{row['posthoc']}"
-        row["protocol"] = (res.get("evaluation") or {}).get("protocol", "one_to_one")
-        if row["protocol"] == "multi_caption":  # never averaged with the 1:1 runs of the same dataset
-            row["data"] = f"{row['data']} (multi-caption)"
-        row["level"] = shift_level(res["shift"])
-        row.update(res["retrieval"])
-        row["RSUM"] = rsum(res["retrieval"])
-        row.update({k: v for k, v in res["hubness"].items() if k != "k"})
-        row["hubness_k"] = res["hubness"].get("k")
-        if res.get("retrieval_raw"):  # refining methods: the metrics before score refinement
-            row.update({f"{k} raw": v for k, v in res["retrieval_raw"].items()})
-            row["skewness raw"] = (res.get("hubness_raw") or {}).get("skewness")
-        cost = res.get("cost") or {}
-        row["ms_per_query"] = cost.get("ms_per_query", res["time_s"]["per_query_ms"])
-        row.update(cost_fields(cost, res["time_s"]))
-        row["failed_rows"] = int(res.get("failed_rows") or 0)
-        row["queries"] = QueryRanks.load(file.parent)
-        row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
-        row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
-        row["dir"] = str(file.parent)
-        row["source_weights"] = res.get("source_weights")
-        row["setup"] = json.dumps(run_setup(res.get("config") or {}), sort_keys=True)
-        row.update(effect_columns(res))
-        row.update(provenance_columns(res.get("provenance") or {}))
-        row["segments"] = stream_segments(res.get("segments"), row["queries"])
-        if res.get("comp"):  # the VideoComp probe after the stream (the comp layout)
-            from tta.reporting.comp import comp_record
-
-            row["comp"] = comp_record(res)
+        row = run_row(res, file.parent)
         rows += _split_stream(row, res) if segments and row["segments"] else [row]
     for err in sorted(root.rglob("error.txt")):
         if not (err.parent / "results.json").exists():
@@ -166,6 +132,43 @@ def load_sweep(root: str | Path, segments: bool = False) -> tuple[pd.DataFrame, 
     if not rows:
         raise ValueError(f"no results.json under {root}: no run finished there (failed jobs: {len(failures)})")
     return _finish(pd.DataFrame(rows)), failures
+
+
+def run_row(res: dict, run_dir: Path) -> dict:
+    """The row of one stream run's results.json (identity columns, metrics, cost, per-query ranks)."""
+    row = {k: res.get(k) for k in ("data", "task", "scenario", "model", "adapter", "posthoc", "shift",
+                                   "severity", "seed", "shift_seed", "train_data", "num_queries")}
+    row["scenario"] = row["scenario"] or "qs"
+    if row["shift"] == "clean":  # the severity of a clean run is meaningless (a sweep may still set one)
+        row["severity"] = 0
+    row["config"] = row["adapter"] if row["posthoc"] in (None, "none") else f"{row['adapter']}+{row['posthoc']}"
+    row["protocol"] = (res.get("evaluation") or {}).get("protocol", "one_to_one")
+    if row["protocol"] == "multi_caption":  # never averaged with the 1:1 runs of the same dataset
+        row["data"] = f"{row['data']} (multi-caption)"
+    row["level"] = shift_level(res["shift"])
+    row.update(res["retrieval"])
+    row["RSUM"] = rsum(res["retrieval"])
+    row.update({k: v for k, v in res["hubness"].items() if k != "k"})
+    row["hubness_k"] = res["hubness"].get("k")
+    if res.get("retrieval_raw"):  # refining methods: the metrics before score refinement
+        row.update({f"{k} raw": v for k, v in res["retrieval_raw"].items()})
+        row["skewness raw"] = (res.get("hubness_raw") or {}).get("skewness")
+    cost = res.get("cost") or {}
+    row["ms_per_query"] = cost.get("ms_per_query", res["time_s"]["per_query_ms"])
+    row.update(cost_fields(cost, res["time_s"]))
+    row["failed_rows"] = int(res.get("failed_rows") or 0)
+    row["queries"] = QueryRanks.load(run_dir)
+    row["skipped"] = int((res.get("skipped") or {}).get("n", 0))  # bad input pairs left out of the metrics
+    row["collapsed"] = bool((res.get("collapse") or {}).get("collapsed", False))
+    row["dir"] = str(run_dir)
+    row["source_weights"] = res.get("source_weights")
+    row["setup"] = json.dumps(run_setup(res.get("config") or {}), sort_keys=True)
+    row.update(effect_columns(res))
+    row.update(provenance_columns(res.get("provenance") or {}))
+    row["segments"] = stream_segments(res.get("segments"), row["queries"])
+    if res.get("comp"):  # the VideoComp probe after the stream (the comp layout)
+        row["comp"] = comp_record(res)
+    return row
 
 
 def _split_stream(row: dict, res: dict) -> list[dict]:
@@ -553,3 +556,62 @@ def load_runs(sources, segments: bool = False) -> tuple[pd.DataFrame, list[dict]
         frames.append(load_rows(rows, segments))
     df = pd.concat(frames, ignore_index=True)
     return (_ranks(separate_cells(df)) if len(frames) > 1 else df), failures
+
+
+# ---- the VideoComp probe's records (the comp layout, tta/reporting/comp.py, renders them)
+def comp_record(res: dict) -> dict | None:
+    """The ``comp`` block of a results.json as a row carries it: without the per-triplet outcomes (the intervals
+    and the paired difference are computed from them at the run), with ``source_model``: what the source model is (``source`` is its probe result)."""
+    comp = res.get("comp")
+    if not comp:
+        return None
+    out = {k: ({kk: vv for kk, vv in v.items() if kk != "outcomes"} if isinstance(v, dict) else v)
+           for k, v in comp.items()}
+    out["source_model"] = source_description(res.get("config") or {})
+    return out
+
+
+def source_description(config: dict) -> dict:
+    """The settings that make a run's source model and probe what they are: its embedded recipe, the probe's data
+    overrides and every model / data option that differs from the defaults of the run's model and data configs."""
+    model = (config.get("model") or {}).get("name")
+    data = (config.get("data") or {}).get("name")
+    probe = config.get("comp_probe") or {}
+    options = {}
+    default = _defaults(model, data) if model and data else None
+    for side in ("model", "data") if default else ():
+        base, run = _flatten(default.get(side) or {}), _flatten(config.get(side) or {})
+        options.update({f"{side}.{k}": _plain(v) for k, v in run.items()
+                        if k in base and _plain(base[k]) != _plain(v) and "${" not in str(base[k])})
+    return {"model": model, "recipe": list(config.get("embedded_recipe") or []), "options": options,
+            "probe_overrides": list(probe.get("data_overrides") or [])}
+
+
+@functools.cache
+def _defaults(model: str, data: str) -> dict | None:
+    """The unresolved default config of a model and a dataset (None when this checkout has no such config)."""
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    from tta.utils.config import compose
+
+    try:
+        return OmegaConf.to_container(compose("run", [f"model={model}", f"data={data}"]), resolve=False)
+    except HydraException:  # a run of another checkout: its recipe alone names the source
+        return None
+
+
+def probe_only_row(res: dict, directory: str) -> dict:
+    """The run-frame row of a ``task=comp`` results.json (the probe alone: no stream, no retrieval metrics)."""
+    config = res.get("config") or {}
+    name = lambda side: res.get(side) or (config.get(side) or {}).get("name")  # noqa: E731
+    seed = int(config.get("seed", 42))
+    return {"data": name("data"), "task": "comp", "scenario": "qs", "model": name("model"), "adapter": "source",
+            "posthoc": "none", "config": "source", "shift": "clean", "severity": 0, "level": "clean",
+            "seed": seed, "shift_seed": seed, "train_data": name("data"),
+            "num_queries": None, "protocol": "one_to_one",
+            "R@1": None, "skipped": 0, "collapsed": False, "dir": directory,
+            "source_weights": res.get("source_weights"),
+            "setup": json.dumps(run_setup(config), sort_keys=True), **effect_columns(res),
+            **provenance_columns(res.get("provenance") or {}),
+            "comp": comp_record(res)}

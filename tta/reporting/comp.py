@@ -15,13 +15,12 @@ videos only, not runs.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tta.reporting.collect import shift_label
+from tta.reporting.collect import comp_record, probe_only_row, shift_label, source_description  # noqa: F401
 
 #: the disruption types in table order, and their column names
 TYPES = {"temp_reorder": "reorder", "action_replace": "action", "seg_mismatch": "seg"}
@@ -52,68 +51,6 @@ class CompTable:
 
     def to_csv(self) -> str:
         return pd.DataFrame(self.rows, columns=self.header).to_csv(index=False)
-
-
-def comp_record(res: dict) -> dict | None:
-    """The ``comp`` block of a results.json as a row carries it: without the per-triplet outcomes (the intervals
-    and the paired difference are computed from them at the run), with ``source_model``: what the source model is (``source`` is its probe result)."""
-    comp = res.get("comp")
-    if not comp:
-        return None
-    out = {k: ({kk: vv for kk, vv in v.items() if kk != "outcomes"} if isinstance(v, dict) else v)
-           for k, v in comp.items()}
-    out["source_model"] = source_description(res.get("config") or {})
-    return out
-
-
-def source_description(config: dict) -> dict:
-    """The settings that make a run's source model and probe what they are: its embedded recipe, the probe's data
-    overrides and every model / data option that differs from the defaults of the run's model and data configs."""
-    from tta.reporting.collect import _flatten, _plain
-
-    model = (config.get("model") or {}).get("name")
-    data = (config.get("data") or {}).get("name")
-    probe = config.get("comp_probe") or {}
-    options = {}
-    default = _defaults(model, data) if model and data else None
-    for side in ("model", "data") if default else ():
-        base, run = _flatten(default.get(side) or {}), _flatten(config.get(side) or {})
-        options.update({f"{side}.{k}": _plain(v) for k, v in run.items()
-                        if k in base and _plain(base[k]) != _plain(v) and "${" not in str(base[k])})
-    return {"model": model, "recipe": list(config.get("embedded_recipe") or []), "options": options,
-            "probe_overrides": list(probe.get("data_overrides") or [])}
-
-
-@functools.cache
-def _defaults(model: str, data: str) -> dict | None:
-    """The unresolved default config of a model and a dataset (None when this checkout has no such config)."""
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-
-    from tta.utils.config import compose
-
-    try:
-        return OmegaConf.to_container(compose("run", [f"model={model}", f"data={data}"]), resolve=False)
-    except HydraException:  # a run of another checkout: its recipe alone names the source
-        return None
-
-
-def probe_only_row(res: dict, directory: str) -> dict:
-    """The run-frame row of a ``task=comp`` results.json (the probe alone: no stream, no retrieval metrics)."""
-    from tta.reporting.collect import effect_columns, provenance_columns, run_setup
-
-    config = res.get("config") or {}
-    name = lambda side: res.get(side) or (config.get(side) or {}).get("name")  # noqa: E731
-    seed = int(config.get("seed", 42))
-    return {"data": name("data"), "task": "comp", "scenario": "qs", "model": name("model"), "adapter": "source",
-            "posthoc": "none", "config": "source", "shift": "clean", "severity": 0, "level": "clean",
-            "seed": seed, "shift_seed": seed, "train_data": name("data"),
-            "num_queries": None, "protocol": "one_to_one",
-            "R@1": None, "skipped": 0, "collapsed": False, "dir": directory,
-            "source_weights": res.get("source_weights"),
-            "setup": json.dumps(run_setup(config), sort_keys=True), **effect_columns(res),
-            **provenance_columns(res.get("provenance") or {}),
-            "comp": comp_record(res)}
 
 
 def _source_label(src: dict, differ: list[str]) -> str:
