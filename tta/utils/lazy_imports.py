@@ -2,8 +2,9 @@
 
 * ``torchmetrics``: Lightning checks its ``__version__`` and takes ``Metric`` / ``MetricCollection`` from it; its
   ``__init__`` meanwhile imports every metric family (torchvision, transformers, scipy.signal).
-* ``timm`` and ``wandb``: open_clip takes a few layers from ``timm.layers`` for its timm towers, and ``timm``'s
-  ``__init__`` imports every timm model and, through its utilities, wandb.
+* ``timm``: open_clip takes a few layers from ``timm.layers`` for its timm towers, and ``timm``'s ``__init__``
+  imports every timm model and, through its utilities, wandb (which is therefore not imported either; wandb itself
+  is never deferred: its own modules read its ``__init__``'s names while it imports).
 
 When one of them is first imported, the package object is made as usual but its ``__init__`` does not run: it has
 what those importers take, and runs the real ``__init__`` in place the first time anything else is asked of it, so
@@ -124,7 +125,7 @@ def _torchmetrics() -> Deferral:
 
 def deferrals() -> dict[str, Deferral]:
     """The packages of the module docstring and how each is deferred."""
-    return {"torchmetrics": _torchmetrics(), "timm": Deferral(), "wandb": Deferral()}
+    return {"torchmetrics": _torchmetrics(), "timm": Deferral()}
 
 
 def defer_imports() -> None:

@@ -15,7 +15,7 @@ import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
