@@ -147,18 +147,18 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
     """One page: title, about, the seed line, where its numbers come from, then each table under its command."""
     files = list(dict.fromkeys(rows_dir / f for t in spec["tables"] for f in t["rows"]))
     provenance = _provenance_lines(name, spec, files, spec_path, date)
-    tables, seeds, intervals, own = [], set(), False, set()
+    tables, seeds, intervals, own, unranked = [], set(), False, set(), False
     for t in spec["tables"]:
         opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
         cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
         rendered = render_tables([rows_dir / f for f in t["rows"]], **opts, cost=ROOT / cost if cost else None)
         seeds |= {s for r in rendered for s in r.seed_values}
         own |= {r.how for r in rendered if getattr(r, "how", None)}  # tables with intervals of their own
-        intervals |= any(r.marks is not None for r in rendered) and all(
-            "no per-query ranks" not in " ".join(r.notes) for r in rendered)
+        unranked |= any("no per-query ranks" in " ".join(r.notes) for r in rendered)
+        intervals |= any(r.marks is not None for r in rendered) and not unranked
         command = table_command([f"docs/results/rows/{f}" for f in t["rows"]], **opts, cost=cost)
         tables.append((t.get("note"), command, "\n\n".join(r.to_markdown() for r in rendered)))
-    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", _seed_line(seeds, intervals, tables, own), "",
+    lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", _seed_line(seeds, intervals, tables, own, unranked), "",
              *provenance]
     for note, command, body in tables:
         if note:
@@ -167,12 +167,13 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
     return "\n".join(lines)
 
 
-def _seed_line(seeds: set, intervals: bool, tables: list[tuple], own: set = frozenset()) -> str:
+def _seed_line(seeds: set, intervals: bool, tables: list[tuple], own: set = frozenset(), unranked: bool = True) -> str:
     """How many seeds the page's numbers are over, and how its cells are marked (``own``: what the tables with
     intervals of their own say about them, e.g. the VideoComp probe's)."""
     how = " ".join(sorted(own)) if own else ("▲/▼ mark cells whose paired 95 % interval (seeds and queries) against source excludes zero (how: "
            "[../methods/metrics.md](../methods/metrics.md#comparisons))." if intervals else
-           "These rows carry no per-query ranks: no intervals, and no cell is marked or bold.")
+           "These rows carry no per-query ranks: no intervals, and no cell is marked or bold." if unranked else
+           "No cell is marked: no table holds source and another configuration of the same cell.")
     if not seeds:
         return "Timings, not retrieval results: no seeds."
     if seeds == {42}:
