@@ -9,9 +9,10 @@ import pytest
 
 from tests.reporting.synthetic_runs import ranks_with_hits, write_run
 from tta.metrics.hubness import hubness_from_occurrence
-from tta.reporting.collect import load_sweep, shift_caption, shifted_side
+from tta.reporting.collect import load_sweep
 from tta.reporting.full_report import _gain_cost_points
 from tta.reporting.hubness import hubness_tables
+from tta.reporting.labels import shift_caption, shifted_side
 from tta.reporting.paired import compare_cells, comparison_tables
 from tta.reporting.paper import paper_tables
 from tta.reporting.plots import _skewness_of

@@ -20,7 +20,8 @@ import yaml
 
 from tests.conftest import tiny_overrides
 from tta.report import main as report_main
-from tta.reporting.collect import ADAPTER_ORDER, load_rows, shift_label
+from tta.reporting.collect import ADAPTER_ORDER, load_rows
+from tta.reporting.labels import shift_label
 from tta.reporting.pages import render_pages
 from tta.reporting.paper import paper_tables
 from tta.reporting.pivot import pivot_tables

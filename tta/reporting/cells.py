@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tta.reporting.collect import Cell, shift_label, sides_label
+from tta.reporting.collect import Cell, sides_label
+from tta.reporting.labels import shift_label
 
 #: the run-frame columns of one table of a sweep report: a table per (data, task, scenario)
 KEYS = ("data", "task", "scenario")

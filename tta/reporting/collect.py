@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from tta.reporting.compare import QueryRanks
-from tta.reporting.labels import shift_caption, shift_label, shifted_side  # noqa: F401 - read from here too
+from tta.reporting.labels import shift_label, shifted_side
 
 log = logging.getLogger(__name__)
 

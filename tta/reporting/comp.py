@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tta.reporting.collect import comp_record, probe_only_row, shift_label, source_description  # noqa: F401
+from tta.reporting.labels import shift_label
 
 #: the disruption types in table order, and their column names
 TYPES = {"temp_reorder": "reorder", "action_replace": "action", "seg_mismatch": "seg"}

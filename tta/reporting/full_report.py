@@ -16,13 +16,12 @@ from tta.reporting.collect import (
     export_rows,
     load_runs,
     provenance_summary,
-    shift_caption,
-    shift_label,
     sides_label,
 )
 from tta.reporting.compare import PAIRED_METRICS, pooled
 from tta.reporting.html_page import report_page
 from tta.reporting.hubness import hubness_tables
+from tta.reporting.labels import shift_caption, shift_label
 from tta.reporting.paired import compare_cells, comparison_tables
 from tta.reporting.paper import paper_tables, severity_tables
 from tta.reporting.plots import gain_cost_plot, kocc_histograms, severity_curves, sims_heatmaps

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from tta.reporting.cells import KEYS, table_title
-from tta.reporting.collect import complete_columns, shift_caption
+from tta.reporting.collect import complete_columns
+from tta.reporting.labels import shift_caption
 from tta.reporting.table import Table
 
 #: the hubness statistics of a run (results.json "hubness", docs/methods/metrics.md) and their table headers

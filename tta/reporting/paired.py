@@ -9,8 +9,9 @@ from typing import NamedTuple
 import pandas as pd
 
 from tta.reporting.cells import cell_key
-from tta.reporting.collect import ADAPTER_ORDER, CELL, Cell, complete_columns, shift_label
+from tta.reporting.collect import ADAPTER_ORDER, CELL, Cell, complete_columns
 from tta.reporting.compare import PAIRED_METRICS, Comparison, QueryRanks, compare, holm_marks, pooled
+from tta.reporting.labels import shift_label
 from tta.reporting.table import Table
 
 
