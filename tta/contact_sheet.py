@@ -34,7 +34,7 @@ from tta.media.video import read_all_frames, read_frames, video_frame_count
 from tta.shifts import item_seed, perturb_video, video_shift_names
 from tta.shifts.registry import get_shift
 from tta.shifts.video.common import ShiftContext
-from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.cli import exit_on_user_error, run_command
 from tta.utils.config import CONF_DIR
 from tta.utils.io import atomic_write_bytes
 
@@ -256,4 +256,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    hydra_cli(main)
+    run_command(main)

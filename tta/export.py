@@ -23,7 +23,7 @@ from tta.models.encode import EncodeSetting, encode_texts, encode_videos
 from tta.scenario import Scenario
 from tta.sharding import gallery_ranks
 from tta.stages import check_precision, data_settings
-from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.cli import exit_on_user_error, run_command
 from tta.utils.config import CONF_DIR
 from tta.utils.config_rules import validate_config
 from tta.utils.paths import cache_root
@@ -82,4 +82,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    hydra_cli(main)
+    run_command(main)

@@ -32,7 +32,7 @@ from tta.data.registry import dataset_root, load_pairs
 from tta.data.stream import ShiftSpec
 from tta.media.transforms import clip_transform
 from tta.shifts.video.mixed import is_mixed, plan_summary
-from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.cli import exit_on_user_error, run_command
 from tta.utils.config import CONF_DIR
 from tta.utils.config_rules import validate_config
 from tta.utils.forking import fork_pool
@@ -217,4 +217,4 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    hydra_cli(main)
+    run_command(main)

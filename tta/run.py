@@ -9,6 +9,7 @@ extra record fields from the callbacks that have them (``comp_probe.enabled``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -23,7 +24,7 @@ from omegaconf import DictConfig
 # bad run-level value is answered in about a second (tta/utils/cli.py); an adapter's option once its module loads.
 from tta.console import print_results
 from tta.stages import DATASET_STAGES, RunScope, open_run, register_resolvers
-from tta.utils.cli import command_line_errors, exit_on_user_error
+from tta.utils.cli import exit_on_user_error, run_command
 from tta.utils.config import CONF_DIR, print_config_tree
 from tta.utils.signals import RunInterrupted
 from tta.utils.sweep import SKIPPED
@@ -119,8 +120,11 @@ def main(cfg: DictConfig) -> str | None:
     run_dir, multirun, started = hc.runtime.output_dir, hc.mode == RunMode.MULTIRUN, time.time()
     if cfg.get("print_config", False):
         print_config_tree(cfg)
+    from tta.utils.reuse import single_use
+
     try:
-        results = get_method(cfg.job._target_)(cfg, run_dir)  # run(cfg, run_dir) without its frame
+        with contextlib.nullcontext() if multirun else single_use():  # only a sweep's next job reuses the model
+            results = get_method(cfg.job._target_)(cfg, run_dir)  # run(cfg, run_dir) without its frame
     except RunInterrupted as e:  # the state is saved: exit "interrupted, resumable" (or requeue under submitit)
         if multirun:  # a BaseException: Hydra does not hand it to the sweep's callbacks
             from tta.utils.sweep import end_interrupted_job
@@ -143,13 +147,10 @@ def main(cfg: DictConfig) -> str | None:
 
 
 def cli() -> None:
-    """The installed ``tta-run`` script: ``python -m tta.run``."""
+    """``python -m tta.run`` and the installed ``tta-run`` script: Hydra's own errors as one line too."""
     register_resolvers()  # before Hydra composes (${tta_dirname:...} of a sweep's job directories)
-    with command_line_errors():  # Hydra's own errors as one line too
-        main()
+    run_command(main)
 
 
 if __name__ == "__main__":
-    register_resolvers()
-    with command_line_errors():
-        main()
+    cli()

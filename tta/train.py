@@ -38,7 +38,7 @@ from tta.models.checkpoint import load_checkpoint, save_checkpoint
 from tta.models.encode import ON_CPU, EncodeSetting, PathClips, encode_texts, encode_videos, pairwise_similarity
 from tta.models.heads import head_name
 from tta.models.retrieval import RetrievalModel
-from tta.utils.cli import exit_on_user_error, hydra_cli
+from tta.utils.cli import exit_on_user_error, run_command
 from tta.utils.config import CONF_DIR
 from tta.utils.config_rules import validate_config
 from tta.utils.io import atomic_torch_save
@@ -430,7 +430,7 @@ def main(cfg: DictConfig) -> None:
 
 def cli() -> None:
     """``python -m tta.train`` and the installed ``tta-train`` script: Hydra's own errors as one line too."""
-    hydra_cli(main)
+    run_command(main)
 
 
 if __name__ == "__main__":

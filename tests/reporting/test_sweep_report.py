@@ -355,6 +355,7 @@ def test_a_stop_signal_in_a_sweep_job_ends_the_sweep_with_75_and_an_error_file(t
         raise RunInterrupted(signal.SIGTERM)
 
     monkeypatch.setattr(tta.run, "stream", interrupted)  # the job of the default task (job._target_)
+    monkeypatch.setattr("tta.utils.cli.end_process", sys.exit)  # the process end, less its teardown shortcut
     monkeypatch.setattr(sys, "argv", ["tta.run", "-m", "hydra/launcher=basic", f"hydra.sweep.dir={tmp_path}",
                                       "adapter=source,tent"])
     with pytest.raises(SystemExit) as info:

@@ -107,6 +107,53 @@ def test_the_wrapped_command_line_exits_with_2_and_one_line(monkeypatch, capsys,
     assert "seed 7" in capsys.readouterr().out
 
 
+END = """
+import atexit, pathlib, sys, threading, time
+from tta.utils.cli import end_process
+out = pathlib.Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+threading.Thread(target=lambda: (time.sleep(0.2), (out / "thread").write_text("done"))).start()
+sys.stdout.write("buffered, without a newline")
+end_process(3)
+"""
+
+
+def test_the_process_end_keeps_what_a_normal_exit_does(tmp_path):
+    """end_process skips the interpreter's teardown only: its code, the exit handlers, a running non-daemon thread
+    and buffered output are kept."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", END, str(tmp_path)], capture_output=True, text=True)
+    assert (proc.returncode, proc.stdout) == (3, "buffered, without a newline"), proc.stderr
+    assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
+
+
+def test_under_a_tracer_or_with_a_message_the_exit_is_the_ordinary_one(monkeypatch):
+    from tta.utils.cli import end_process
+
+    with pytest.raises(SystemExit) as info:
+        end_process("error: a message")
+    assert info.value.code == "error: a message"
+    monkeypatch.setattr(sys, "gettrace", lambda: (lambda *args: None))  # a debugger or coverage
+    with pytest.raises(SystemExit) as info:
+        end_process(5)
+    assert info.value.code == 5
+
+
+def test_a_command_ends_its_process_with_its_exit_code(monkeypatch, tmp_path):
+    import tta.utils.cli as cli
+
+    ended = []
+    monkeypatch.setattr(cli, "end_process", lambda code: (ended.append(code), sys.exit(0))[1])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    for argv in (["tta.run", "adapter=hatvrt"], ["tta.run", "seed=7", f"hydra.run.dir={tmp_path}/run"]):
+        monkeypatch.setattr(sys, "argv", argv)
+        with pytest.raises(SystemExit):
+            cli.run_command(_print_seed)
+    assert ended == [2, 0]
+
+
 def test_hydra_full_error_keeps_the_exception(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["tta.run", "adapter=hatvrt"])

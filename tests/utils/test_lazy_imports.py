@@ -22,3 +22,26 @@ print(light, full, "torchmetrics.functional" in sys.modules)
 def test_lightning_imports_without_the_metric_families():
     out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True", "True"]
+
+
+
+TORCHVISION = """
+import sys, torch
+import tta.run, open_clip
+print("torchvision.datasets" not in sys.modules, "torchvision.models.resnet" not in sys.modules)
+import torchvision
+version = torchvision.__version__  # served without loading the package
+print("torchvision.datasets" not in sys.modules)
+boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
+print(torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8]), 0.5).tolist() == [0],  # the C extension's operator
+      torchvision.models.resnet18().fc.out_features == 1000, torchvision.datasets.FakeData(size=1)[0] is not None,
+      version == torchvision.version.__version__)
+"""
+
+
+@pytest.mark.heavy  # a fresh interpreter importing torch and open_clip: seconds
+def test_open_clip_imports_without_torchvisions_datasets_and_models():
+    """open_clip's imports leave torchvision's dataset and model definitions unloaded; asking for them (or anything
+    else of the package) loads them in place, and the package's C operators work."""
+    out = subprocess.run([sys.executable, "-c", TORCHVISION], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True"] * 7

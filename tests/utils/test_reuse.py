@@ -30,6 +30,17 @@ def test_kept_object_is_copied_and_never_changed_by_a_caller(monkeypatch):
     assert len(builds) == 2
 
 
+def test_a_single_use_run_keeps_no_copy(monkeypatch):
+    """A single command-line run (tta.run.main outside a sweep) builds its objects and keeps none: nothing after it
+    in the process would reuse them."""
+    monkeypatch.setattr(reuse, "_KEPT", {})
+    with reuse.single_use():
+        reuse.reuse("model", ("k",), lambda: torch.zeros(3), torch.clone)
+        assert reuse.kept_count("model") == 0
+    reuse.reuse("model", ("k",), lambda: torch.zeros(3), torch.clone)
+    assert reuse.kept_count("model") == 1  # outside, the sweep's next job finds it
+
+
 def test_a_build_drawing_random_numbers_leaves_the_generator_as_a_build_would(monkeypatch):
     monkeypatch.setattr(reuse, "_KEPT", {})
 

@@ -8,18 +8,21 @@ Two kinds of bad input reach a ``python -m tta.<command>``:
 * ours, raised while the command runs: a value out of range, a missing file, a full disk
   (:func:`exit_on_user_error`).
 
-A bug keeps its traceback, and ``HYDRA_FULL_ERROR=1`` shows the traceback of either kind.
+A bug keeps its traceback, and ``HYDRA_FULL_ERROR=1`` shows the traceback of either kind. A command's process
+ends through :func:`end_process` (docs/results/first-run-time.md, "A warm run's start-up").
 This module imports nothing heavy, so that a typo is reported before torch and Lightning load.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import difflib
 import errno
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
@@ -217,3 +220,32 @@ def hydra_cli(main: Callable[[], object]) -> None:
     """Call a ``@hydra.main`` function as a command line (:func:`command_line_errors`)."""
     with command_line_errors():
         main()
+
+
+def run_command(main: Callable[[], object]) -> NoReturn:
+    """A command line's whole process: :func:`hydra_cli`, then :func:`end_process` with its exit code."""
+    try:
+        hydra_cli(main)
+    except SystemExit as e:
+        end_process(e.code)
+    end_process(0)
+
+
+def end_process(code: int | str | None) -> NoReturn:
+    """Exit as ``sys.exit(code)`` does, without the interpreter's teardown of every module and object (about 1.5 s
+    once torch, Lightning and open_clip are loaded). What a normal exit does first still runs: the other
+    non-daemon threads are waited for, the ``atexit`` handlers (logging's flush, loggers, loader workers) run and the
+    standard streams are flushed. Under a profiler or tracer, which write their output at teardown, or with a
+    message instead of a code, the exit is the ordinary one."""
+    if not (code is None or isinstance(code, int)) or sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing left to save
+            pass
+    os._exit(code or 0)

@@ -2,6 +2,10 @@
 
 * ``torchmetrics``: Lightning checks its ``__version__`` and takes ``Metric`` / ``MetricCollection`` from it; its
   ``__init__`` meanwhile imports every metric family (torchvision, transformers, scipy.signal).
+* ``torchvision`` and ``torchvision.models``: open_clip takes its transforms and one layer from
+  ``torchvision.ops``, timm's layers the feature extractor of ``torchvision.models``; the two ``__init__`` import
+  every dataset and model definition. torchvision's C extension and operator registrations still load first, as
+  in its real ``__init__``.
 * ``timm``: open_clip takes a few layers from ``timm.layers`` for its timm towers, and ``timm``'s ``__init__``
   imports every timm model and, through its utilities, wandb (which is therefore not imported either; wandb itself
   is never deferred: its own modules read its ``__init__``'s names while it imports).
@@ -123,9 +127,18 @@ def _torchmetrics() -> Deferral:
                     on_load=lambda: logging.getLogger("torchmetrics").removeHandler(handler))  # it adds its own
 
 
+def _torchvision() -> Deferral:
+    def prepare(module: types.ModuleType) -> None:
+        for name in ("extension", "_autograd_registrations", "_meta_registrations"):  # the real __init__'s order
+            importlib.import_module(f"torchvision.{name}")
+
+    return Deferral({"__version__": lambda: importlib.import_module("torchvision.version").__version__}, prepare)
+
+
 def deferrals() -> dict[str, Deferral]:
     """The packages of the module docstring and how each is deferred."""
-    return {"torchmetrics": _torchmetrics(), "timm": Deferral()}
+    return {"torchmetrics": _torchmetrics(), "torchvision": _torchvision(), "torchvision.models": Deferral(),
+            "timm": Deferral()}
 
 
 def defer_imports() -> None:

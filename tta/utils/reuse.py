@@ -6,15 +6,17 @@ Every caller gets its own copy of a kept object and the kept one is never handed
 copy (adapted weights, hooks, a device move) reaches the next run. A build that draws from torch's global random
 generator (a model whose head starts from its initialisation) is kept under the generator's state before the build
 as well, and a hit leaves the generator where the build would have left it: a reused object changes no result.
-``TTA_REUSE=0`` turns reuse off (every call builds).
+``TTA_REUSE=0`` turns reuse off (every call builds), and so does :func:`single_use` for what runs inside it (a
+single command-line run, which nothing after it would reuse: no copy is kept).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -22,10 +24,22 @@ T = TypeVar("T")
 #: objects kept per kind (the oldest goes first): a model is large, a gallery small
 LIMITS = {"model": 1, "gallery": 4}
 _KEPT: dict[str, OrderedDict] = {}
+_SINGLE_USE: list[bool] = []
 
 
 def enabled() -> bool:
-    return os.environ.get("TTA_REUSE", "1").strip().lower() not in ("0", "false", "no")
+    return not _SINGLE_USE and os.environ.get("TTA_REUSE", "1").strip().lower() not in ("0", "false", "no")
+
+
+@contextlib.contextmanager
+def single_use() -> Iterator[None]:
+    """Inside, every call builds and nothing is kept: a run that no other run of the process follows (a kept copy
+    of its model would only cost memory and time)."""
+    _SINGLE_USE.append(True)
+    try:
+        yield
+    finally:
+        _SINGLE_USE.pop()
 
 
 def file_identity(path: str | os.PathLike) -> tuple[str, int, int]:

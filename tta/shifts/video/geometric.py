@@ -22,7 +22,6 @@ import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy import ndimage
 
 from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import numpy_rng, to_uint8, to_unit
@@ -33,6 +32,7 @@ ELASTIC = ((244 * 2, 244 * 0.7, 244 * 0.1), (244 * 2, 244 * 0.08, 244 * 0.2), (2
 
 def elastic_params(h: int, w: int, alpha: float, sigma: float, jitter: float, rng: np.random.Generator):
     """The per-video draws: forward affine M (2, 3) and displacement fields dx, dy (H, W), in the order of docs/shifts/mlvp.md (App. E.1)."""
+    from scipy import ndimage  # loaded by the shifts that use it, not by every import of the registry
     centre = np.float32([h // 2, w // 2])
     q = min(h, w) // 3
     src = np.float32([centre + q, [centre[0] + q, centre[1] - q], centre - q])

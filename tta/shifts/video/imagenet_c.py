@@ -15,7 +15,6 @@ import math
 import cv2
 import numpy as np
 import torch
-from scipy import ndimage
 
 from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import numpy_rng, to_uint8, to_unit
@@ -41,6 +40,7 @@ FROST_PHOTO_STATS = (
 
 def _gaussian(x: np.ndarray, sigma: float) -> np.ndarray:
     """scikit-image's ``gaussian`` of (T, H, W, 3) frames per frame and channel: edge mode, truncated at 4σ."""
+    from scipy import ndimage  # loaded by the shifts that use it, not by every import of the registry
     return ndimage.gaussian_filter(x, sigma=(0, sigma, sigma, 0), mode="nearest", truncate=4.0)
 
 
@@ -97,6 +97,7 @@ def _ice_pattern(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     (2-pixel steps, direction jitter 0.15 rad) that sprout side branches at ±60° (hexagonal ice); strokes are drawn
     antialiased with random brightness and given a soft glow.
     """
+    from scipy import ndimage  # loaded by the shifts that use it, not by every import of the registry
     size = 1 << max(1, math.ceil(math.log2(max(h, w))))
     haze = plasma_fractal(size, 2.0, rng)[:h, :w]
     strokes = np.zeros((h, w), np.float32)

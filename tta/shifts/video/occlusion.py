@@ -27,7 +27,6 @@ import math
 import cv2
 import numpy as np
 import torch
-from scipy import ndimage
 
 from tta.shifts.registry import register_video_shift
 from tta.shifts.video.common import ShiftContext, python_rng
@@ -74,6 +73,7 @@ def saliency_box(frame: np.ndarray, width: int = 64) -> list[float] | None:
 
 def saliency_objects(frames: np.ndarray, indices) -> dict[str, list[dict]]:
     """Offline box source ``saliency`` (docs/shifts/mlvp.md): per-frame spectral-residual boxes, each coordinate median-smoothed over the clip."""
+    from scipy import ndimage  # loaded by the shifts that use it, not by every import of the registry
     h, w = frames.shape[1:3]
     fallback = centre_objects(frames[:1], [0])["0"][0]["box"]
     boxes = np.array([saliency_box(f) or fallback for f in frames], dtype=np.float64)

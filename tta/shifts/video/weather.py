@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import torch
-from scipy import ndimage
 
 from tta.shifts.registry import register_batched, register_video_shift
 from tta.shifts.video.common import TRUNC_GUARD, numpy_rng, to_uint8, to_unit
@@ -100,6 +99,7 @@ def fog_batch(frames: torch.Tensor, severity: int, generators) -> torch.Tensor:
 
 def clipped_zoom(img: np.ndarray, zoom: float) -> np.ndarray:
     """Centre crop of ceil(H/zoom) × ceil(W/zoom), upsampled by ``zoom`` (linear spline), centre-trimmed to H×W."""
+    from scipy import ndimage  # loaded by the shifts that use it, not by every import of the registry
     h, w = img.shape[:2]
     ch, cw = math.ceil(h / zoom), math.ceil(w / zoom)
     top, left = (h - ch) // 2, (w - cw) // 2
