@@ -45,3 +45,37 @@ def test_open_clip_imports_without_torchvisions_datasets_and_models():
     else of the package) loads them in place, and the package's C operators work."""
     out = subprocess.run([sys.executable, "-c", TORCHVISION], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True"] * 7
+
+
+STRUCTURE = """
+import hashlib, sys
+import tta, transformers, transformers.models
+maps = [(sorted(m._modules), sorted(m._class_to_module.items())) for m in (transformers, transformers.models)]
+print(hashlib.sha1(repr(maps).encode()).hexdigest())
+"""
+
+
+@pytest.mark.heavy  # fresh interpreters importing transformers: seconds
+def test_transformers_import_structure_from_the_cache_is_the_one_its_scan_builds(tmp_path):
+    """transformers' map of its names is the same built by its own scan (eager imports), by a first import that
+    writes the cache, and by a second that reads it (without writing it again)."""
+    import os
+
+    def digest(**env) -> str:
+        return subprocess.run([sys.executable, "-c", STRUCTURE], env={**os.environ, "TTA_CACHE": str(tmp_path), **env},
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    own = digest(TTA_EAGER_IMPORTS="1")
+    assert not (tmp_path / "imports").exists()
+    written = digest()
+    files = {f: f.stat().st_mtime_ns for f in (tmp_path / "imports").glob("transformers-*.json")}
+    assert own == written == digest() and len(files) == 2
+    assert {f: f.stat().st_mtime_ns for f in files} == files
+
+
+def test_an_editable_install_has_no_identity_to_cache_under():
+    from tta.utils.lazy_imports import _installed_identity
+
+    assert _installed_identity("no-such-distribution") is None
+    identity = _installed_identity("transformers")
+    assert identity is None or identity.startswith("transformers ")

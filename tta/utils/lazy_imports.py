@@ -10,7 +10,13 @@
   imports every timm model and, through its utilities, wandb (which is therefore not imported either; wandb itself
   is never deferred: its own modules read its ``__init__``'s names while it imports).
 
-When one of them is first imported, the package object is made as usual but its ``__init__`` does not run: it has
+One piece of import-time work is cached instead: ``transformers`` builds the map of where each of its names lives
+by reading every model file's ``__all__`` (twice, for ``transformers`` and ``transformers.models``), on every
+import. Its result depends only on the installed files, so it is kept in the cache directory under the installed
+distribution's identity (its version and the ``RECORD`` of its files that its installer wrote); an editable or unrecorded install is
+read as usual.
+
+When one of the deferred packages is first imported, the package object is made as usual but its ``__init__`` does not run: it has
 what those importers take, and runs the real ``__init__`` in place the first time anything else is asked of it, so
 nothing changes for code that uses more. Submodules import as usual. Any surprise (an unexpected layout) leaves the
 ordinary import alone; ``TTA_EAGER_IMPORTS=1`` turns every deferral off (tta/__init__.py).
@@ -18,9 +24,12 @@ ordinary import alone; ``TTA_EAGER_IMPORTS=1`` turns every deferral off (tta/__i
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import json
 import logging
 import os
 import sys
@@ -28,6 +37,8 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from tta.utils.paths import cache_root
 
 _TORCHMETRICS_LIGHT = {"Metric": "torchmetrics.metric", "MetricCollection": "torchmetrics.collections"}
 
@@ -87,13 +98,38 @@ class _DeferredInit(importlib.abc.Loader):
         return getattr(self.real, name)
 
 
-class _Deferrer(importlib.abc.MetaPathFinder):
-    """Finds each deferred package once, with the path finder's own spec and :class:`_DeferredInit` as its loader."""
+class _Patched(importlib.abc.Loader):
+    """Runs the module as its real loader does, then ``patch`` on it (before anything imports names from it)."""
 
-    def __init__(self, deferrals: dict[str, Deferral]):
-        self.deferrals = deferrals
+    def __init__(self, real: importlib.abc.Loader, patch: Callable[[types.ModuleType], None]):
+        self.real, self.patch = real, patch
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.real.exec_module(module)
+        self.patch(module)
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+class _Deferrer(importlib.abc.MetaPathFinder):
+    """Finds each deferred package once, with the path finder's own spec and :class:`_DeferredInit` as its loader,
+    and each patched module once, with :class:`_Patched`."""
+
+    def __init__(self, deferrals: dict[str, Deferral], patches: dict[str, Callable[[types.ModuleType], None]]):
+        self.deferrals, self.patches = deferrals, patches
 
     def find_spec(self, fullname, path, target=None):
+        patch = self.patches.pop(fullname, None)
+        if patch is not None:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _Patched(spec.loader, patch)
+                return spec
+            return None
         deferral = self.deferrals.get(fullname)  # kept until its module is made: find_spec alone imports nothing
         if deferral is None:
             return None
@@ -141,10 +177,70 @@ def deferrals() -> dict[str, Deferral]:
             "timm": Deferral()}
 
 
+def _installed_identity(distribution: str) -> str | None:
+    """The version and the digest of the installer's ``RECORD`` of an installed distribution; None for an editable
+    or unrecorded install, whose files may change under the same identity."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(distribution)
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        record = dist.read_text("RECORD")
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        return None
+    if not record or (direct.get("dir_info") or {}).get("editable"):
+        return None
+    return f"{distribution} {dist.version} {hashlib.sha1(record.encode()).hexdigest()}"
+
+
+def _cache_import_structure(module: types.ModuleType) -> None:
+    """Wrap ``transformers.utils.import_utils.define_import_structure`` with a cache (the module docstring)."""
+    real = getattr(module, "define_import_structure", None)
+    identity = _installed_identity("transformers")
+    if real is None or identity is None:
+        return
+
+    made: dict[str, dict] = {}  # the same object for the same call, as transformers' own lru_cache gives
+
+    @functools.wraps(real)
+    def cached(module_path, prefix=None):
+        key = hashlib.sha1(f"{identity}\n{module_path}\n{prefix}".encode()).hexdigest()[:16]
+        if key not in made:
+            made[key] = _read_or_build(cache_root() / "imports" / f"transformers-{key}.json", real, module_path, prefix)
+        return made[key]
+
+    module.define_import_structure = cached
+
+
+def _read_or_build(file, real: Callable, module_path, prefix) -> dict:
+    try:
+        return {frozenset(backends): {name: set(objects) for name, objects in modules.items()}
+                for backends, modules in json.loads(file.read_text())}
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    structure = real(module_path, prefix)
+    try:
+        blob = json.dumps([[sorted(b), {n: sorted(o) for n, o in m.items()}] for b, m in structure.items()])
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(blob)
+        os.replace(tmp, file)  # whole or absent for a concurrent reader
+    except (OSError, TypeError, AttributeError):  # an unexpected shape or a read-only cache: not kept
+        pass
+    return structure
+
+
+def patches() -> dict[str, Callable[[types.ModuleType], None]]:
+    """The modules patched right after they run (the module docstring)."""
+    return {"transformers.utils.import_utils": _cache_import_structure}
+
+
 def defer_imports() -> None:
-    """Defer the packages of :func:`deferrals` that are not imported yet (once per process)."""
+    """Defer the packages of :func:`deferrals` and patch the modules of :func:`patches` that are not imported yet
+    (once per process)."""
     if any(isinstance(f, _Deferrer) for f in sys.meta_path):
         return
     pending = {name: d for name, d in deferrals().items() if name not in sys.modules}
-    if pending:
-        sys.meta_path.insert(0, _Deferrer(pending))
+    patching = {name: p for name, p in patches().items() if name not in sys.modules}
+    if pending or patching:
+        sys.meta_path.insert(0, _Deferrer(pending, patching))
