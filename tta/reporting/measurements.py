@@ -73,7 +73,8 @@ class MeasurementTable:
         lines += ["| " + " | ".join(c["name"] for c in cols) + " |",
                   "|" + "".join("---:|" if c.get("align") == "right" else "---|" for c in cols)]
         lines += ["|" + "".join(f" {c} |" if c else " |" for c in cells) for cells in self.cells()]
-        return "\n".join(lines + self.header.get("after", []))
+        after = self.header.get("after", [])
+        return "\n".join(lines + ([""] + after if after else []))  # a line right under a table would join it
 
 
 def load_measurements(path) -> tuple[dict, list[dict]]:
@@ -105,14 +106,19 @@ def measurement_tables(sources, title: str | None = None) -> list[MeasurementTab
     return tables
 
 
-def _git_commit() -> str:
+def _git(*args: str) -> str:
     root = Path(__file__).resolve().parents[2]
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return out.stdout.strip() or "unknown"
+        return ""
+    return out.stdout.strip()
+
+
+def _git_commit() -> str:
+    """HEAD, marked ``+uncommitted`` where tracked files differ from it (the rows' code is then not that commit)."""
+    head = _git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+uncommitted" if _git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def machine_line() -> str:
@@ -125,18 +131,22 @@ def machine_line() -> str:
     except ImportError:
         accel, versions = "torch not installed", ""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.2f} at the "
-            f"start; {versions}, Python {platform.python_version()}; {accel}")
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.2f} as the "
+            f"rows were written; {versions}, Python {platform.python_version()}; {accel}")
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def write_measurements(path, columns: list, rows: list[dict], *, title: str | None = None, machine: str | None = None,
-                       command: str | None = None, before=(), after=(), missing: str = "—", **extra) -> Path:
+                       command: str | None = None, date: str | None = None, before=(), after=(), missing: str = "—",
+                       **extra) -> Path:
     """Write a benchmark's rows (``{"cells": {...}, ...what they were measured with}``) under a header naming the
-    command (default: this process's), commit, date (now, UTC) and machine (default :func:`machine_line`)."""
+    command (default: this process's), commit, date (default: now, UTC) and machine (default :func:`machine_line`)."""
     header = {"header": "measurements", "title": title,
               "command": command or "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
-              "commit": _git_commit(),
-              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "commit": _git_commit(), "date": date or utc_now(),
               "machine": machine or machine_line(), "columns": columns, "missing": missing,
               "before": list(before), "after": list(after), **extra}
     header = {k: v for k, v in header.items() if v not in (None, [])}
