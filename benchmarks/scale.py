@@ -331,10 +331,12 @@ def write_rows(path: Path, rows: list[dict], sizes: list[int], methods: list[str
         queries = f"{r['queries']:,}" + ("" if r.get("scored", r["queries"]) == r["queries"]
                                          else f" (partial: {r['scored']:,})")
         cells = {"method": r["method"], "gallery G": r["gallery"], "queries": queries}
-        cells.update({"ms / query": f"skipped: {r['skipped']}"} if "skipped" in r else
-                     {"ms / query": r["ms_per_query"], "peak RSS (MB)": r["peak_rss_mb"],
-                      "peak above inputs (MB)": r["peak_above_inputs_mb"], "R@1": r["R@1"],
-                      "skewness k=10": r["skewness"]})
+        if "skipped" in r:  # blank cells after the reason, as printed
+            cells.update({"ms / query": f"skipped: {r['skipped']}", **{c["name"]: "" for c in COLUMNS[4:]}})
+        else:
+            cells.update({"ms / query": r["ms_per_query"], "peak RSS (MB)": r["peak_rss_mb"],
+                          "peak above inputs (MB)": r["peak_above_inputs_mb"], "R@1": r["R@1"],
+                          "skewness k=10": r["skewness"]})
         streams.append({"cells": cells, "measured": r})
     growth_rows = [{"cells": {"method": m, **growth_cells(rows, sizes, m)}} for m in methods]
     common = {"command": command, "date": f"{started_at} - {utc_now()}", "before": [f"Seed features: {origin}."],
