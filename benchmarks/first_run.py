@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tta, for the row file, from a checkout
+
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 _STAGE = re.compile(r"set-up \d+ % · stage (\d+)/\d+: (.+?) · ")
 
@@ -104,6 +106,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--every", type=float, default=0.5, help="seconds between CPU samples")
     parser.add_argument("--out", help="directory of the run's log and results (default: a new temporary one)")
     parser.add_argument("--json", help="also write the table here")
+    parser.add_argument("--rows", help="also write the table as a row file for docs/results/rows/ "
+                                       "(python -m tta.report FILE --layout measurements)")
     args, overrides = parser.parse_known_args(argv)
     cache = Path(args.cache or tempfile.mkdtemp(prefix="tta-first-run-"))
     if cache.exists() and any(cache.iterdir()):
@@ -129,7 +133,27 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"\nR@1 {results.get('retrieval', {}).get('R@1')}; log and results in {out}")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "wall_s": end - start, "cmd": cmd}, indent=1))
+    if args.rows:
+        write_rows(args.rows, rows, end - start, " ".join(["python benchmarks/first_run.py", *(argv or sys.argv[1:])]))
     return rows
+
+
+#: the printed table's columns, as a row file names them (tta/reporting/measurements.py)
+COLUMNS = [{"name": "stage"}, {"name": "wall s", "format": "{:.1f}", "align": "right"},
+           {"name": "busy cores", "format": "{:.2f}", "align": "right"},
+           {"name": "idle core-s", "format": "{:.1f}", "align": "right"}]
+
+
+def write_rows(path, rows: list[dict], wall_s: float, command: str) -> Path:
+    """The stage table as a row file: a row per stage, then the total (bold, as printed)."""
+    from tta.reporting.measurements import write_measurements
+
+    cells = [{"cells": {"stage": r["stage"], "wall s": r["wall_s"], "busy cores": r["busy_cores"],
+                        "idle core-s": r["idle_core_s"]}} for r in rows]
+    total = {"stage": "**total**", "wall s": f"**{wall_s:.1f}**", "busy cores": "",
+             "idle core-s": sum(r["idle_core_s"] or 0.0 for r in rows)}
+    return write_measurements(path, COLUMNS, [*cells, {"cells": total}], title="The first run, stage by stage",
+                              command=command)
 
 
 if __name__ == "__main__":

@@ -228,12 +228,17 @@ def table(rows: list[dict], sizes: list[int], methods: list[str]) -> str:
               "| method | " + " | ".join(f"{a:,} -> {b:,}" for a, b in pairwise(sizes)) + " |",
               "|---|" + "---:|" * (len(sizes) - 1)]
     for m in methods:
-        cells = []
-        for a, b in pairwise(sizes):
-            t, mem = growth(rows, "ms_per_query", m, a, b), growth(rows, "peak_rss_mb", m, a, b)
-            cells.append("n/a" if t is None else f"{t:.1f}x time, {mem:.2f}x memory")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append(f"| {m} | " + " | ".join(growth_cells(rows, sizes, m).values()) + " |")
     return "\n".join(lines)
+
+
+def growth_cells(rows: list[dict], sizes: list[int], method: str) -> dict[str, str]:
+    """One method's growth between consecutive gallery sizes, by column ("1,000 -> 10,000")."""
+    cells = {}
+    for a, b in pairwise(sizes):
+        t, mem = growth(rows, "ms_per_query", method, a, b), growth(rows, "peak_rss_mb", method, a, b)
+        cells[f"{a:,} -> {b:,}"] = "n/a" if t is None else f"{t:.1f}x time, {mem:.2f}x memory"
+    return cells
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -251,6 +256,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--time-limit-s", type=float, default=600.0, help="per stream; it stops at a batch boundary")
     parser.add_argument("--memory-limit-gb", type=float, default=12.0, help="skip a method whose state exceeds it")
     parser.add_argument("--out", type=Path, help="write the markdown table here")
+    parser.add_argument("--rows", type=Path, help="write the table as a row file for docs/results/rows/ (and the "
+                                                  "growth ratios beside it, <name>-growth.jsonl; python -m "
+                                                  "tta.report FILE --layout measurements)")
     args = parser.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(QUICK_SIZES if args.quick
                                                                                    else FULL_SIZES)
@@ -278,6 +286,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     seed_q, seed_g, origin = seeds(args)
     model = fit_expansion(seed_q, seed_g, args.clusters, args.seed)
     started = header(argv, origin)  # the commit and time the measurement started from
+    started_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     rows: list[dict] = []
     for size in args.sizes:
         gallery = sample_gallery(model, size, args.seed + 1)
@@ -297,7 +306,46 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(report)
     if args.out is not None:
         args.out.write_text(started + report + "\n")
+    if args.rows is not None:
+        command = " ".join(["python benchmarks/scale.py", *(sys.argv[1:] if argv is None else argv)])
+        write_rows(args.rows, rows, args.sizes, args.methods, command, origin, started_at)
     return rows
+
+
+#: the columns of the stream table, as its row file names them (tta/reporting/measurements.py)
+COLUMNS = [{"name": "method"}, {"name": "gallery G", "format": "{:,}", "align": "right"},
+           {"name": "queries", "align": "right"}, {"name": "ms / query", "format": "{:.2f}", "align": "right"},
+           {"name": "peak RSS (MB)", "format": "{:.0f}", "align": "right"},
+           {"name": "peak above inputs (MB)", "format": "{:.0f}", "align": "right"},
+           {"name": "R@1", "format": "{:.1f}", "align": "right"},
+           {"name": "skewness k=10", "format": "{:.2f}", "align": "right"}]
+
+
+def write_rows(path: Path, rows: list[dict], sizes: list[int], methods: list[str], command: str, origin: str,
+               started_at: str) -> list[Path]:
+    """The two tables of :func:`table` as row files: ``path`` (a row per stream) and ``<path>-growth.jsonl``."""
+    from tta.reporting.measurements import machine_line, utc_now, write_measurements
+
+    streams = []
+    for r in rows:
+        queries = f"{r['queries']:,}" + ("" if r.get("scored", r["queries"]) == r["queries"]
+                                         else f" (partial: {r['scored']:,})")
+        cells = {"method": r["method"], "gallery G": r["gallery"], "queries": queries}
+        if "skipped" in r:  # blank cells after the reason, as printed
+            cells.update({"ms / query": f"skipped: {r['skipped']}", **{c["name"]: "" for c in COLUMNS[4:]}})
+        else:
+            cells.update({"ms / query": r["ms_per_query"], "peak RSS (MB)": r["peak_rss_mb"],
+                          "peak above inputs (MB)": r["peak_above_inputs_mb"], "R@1": r["R@1"],
+                          "skewness k=10": r["skewness"]})
+        streams.append({"cells": cells, "measured": r})
+    growth_rows = [{"cells": {"method": m, **growth_cells(rows, sizes, m)}} for m in methods]
+    common = {"command": command, "date": f"{started_at} - {utc_now()}", "before": [f"Seed features: {origin}."],
+              "machine": f"{machine_line()}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"}
+    growth_columns = [{"name": "method"}] + [{"name": f"{a:,} -> {b:,}", "align": "right"} for a, b in pairwise(sizes)]
+    return [write_measurements(path, COLUMNS, streams, title="Streams by gallery size", **common),
+            write_measurements(path.with_name(f"{path.stem}-growth.jsonl"), growth_columns, growth_rows,
+                               title="Growth ratios (time per query, peak RSS) between consecutive gallery sizes",
+                               **common)]
 
 
 def header(argv: list[str] | None, origin: str) -> str:

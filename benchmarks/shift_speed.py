@@ -5,6 +5,7 @@
     python benchmarks/shift_speed.py --shifts motion_blur motion_blur:flow=dis motion_blur:flow_scale=0.5
     python benchmarks/shift_speed.py --shifts snow snow:blur_impl=wand
     python benchmarks/shift_speed.py --shifts motion_blur video_defocus --columns ic reference cuda   # on a GPU
+    python benchmarks/shift_speed.py --rows rows.jsonl       # also the table as a row file (--layout measurements)
 
 Columns (all as clips per second and as a ratio to imagecorruptions): ``reference`` = our reference implementation
 clip by clip on the CPU (``backend="reference"``); ``torch`` = the vectorised torch twin on the CPU over a batch of
@@ -139,7 +140,7 @@ def rates(fns: dict, min_time: float, rounds: int = 3) -> dict:
     return {key: calls[key] / spent[key] for key in fns}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shifts", nargs="*", default=None, help="default: every registered video shift")
     parser.add_argument("--severity", type=int, default=3)
@@ -149,13 +150,17 @@ def main() -> None:
     parser.add_argument("--columns", nargs="+", default=list(COLUMNS), choices=COLUMNS,
                         help="what to time (default all); e.g. leave out torch on a GPU machine, where the flow "
                              "blurs' twin on one CPU thread takes minutes")
-    args = parser.parse_args()
+    parser.add_argument("--rows", help="also write the table as a row file for docs/results/rows/ "
+                                       "(python -m tta.report FILE --layout measurements)")
+    return parser.parse_args()
 
-    torch.set_num_threads(args.threads)
+
+def set_threads(threads: int) -> None:
+    torch.set_num_threads(threads)
     try:
         import cv2
 
-        cv2.setNumThreads(args.threads)
+        cv2.setNumThreads(threads)
     except ImportError:
         pass
     try:  # ImageMagick loads its PNG coder on first use; loaded after scikit-video/imagecorruptions' wheels it can
@@ -163,49 +168,56 @@ def main() -> None:
         perturb_video(torch.zeros((2, 16, 16, 3), dtype=torch.uint8), "snow", 1, 0, blur_impl="wand")
     except (ValueError, ImportError):
         pass
+
+
+def main() -> None:
+    args = parse_args()
+    set_threads(args.threads)
     clip, source = make_clip()
     cuda = torch.cuda.is_available()
     corrupt, why = load_imagecorruptions()
     registered = video_shift_names()
     names = args.shifts or registered + [n for n in PAIRS if n not in registered] + VARIANTS
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
-          f"clip {tuple(clip.shape)} from {source}; severity {args.severity}; {args.threads} thread(s); torch/cuda "
-          f"batches of {args.batch}; torch {torch.__version__}, numpy {np.__version__}, "
-          f"{platform.processor() or platform.machine()}"
-          + (f", {torch.cuda.get_device_name()}" if cuda else "; no CUDA device: that column is empty"))
+    before = [f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+              f"clip {tuple(clip.shape)} from {source}; severity {args.severity}; {args.threads} thread(s); "
+              f"torch/cuda batches of {args.batch}; torch {torch.__version__}, numpy {np.__version__}, "
+              f"{platform.processor() or platform.machine()}"
+              + (f", {torch.cuda.get_device_name()}" if cuda else "; no CUDA device: that column is empty")]
     if corrupt is None:
-        print(f"note: imagecorruptions unavailable ({why}); its column is empty")
-    print()
-    print("| shift | imagecorruptions | ic clips/s | reference clips/s | torch CPU clips/s | CUDA clips/s "
-          "| stored clips/s | reference/ic | torch/ic | CUDA/ic | stored/ic |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    notes = []
+        before.append(f"note: imagecorruptions unavailable ({why}); its column is empty")
+    print("\n".join(before) + "\n")
+    print("| " + " | ".join(c["name"] for c in TABLE) + " |")
+    print("|" + "".join("---:|" if c.get("align") else "---|" for c in TABLE))
+    rows, notes = [], []
     seeds = list(range(1234, 1234 + args.batch))
     store_dir = tempfile.mkdtemp(prefix="motion-store-")
     for spec in names:
         name, _, opts = spec.partition(":")
-        options = dict(kv.split("=", 1) for kv in opts.split(",") if kv)
-        options = {k: _value(v) for k, v in options.items()}
+        options = {k: _value(v) for k, v in (kv.split("=", 1) for kv in opts.split(",") if kv)}
         if name not in registered:
             notes.append(f"{name}: not registered in this checkout, skipped")
             continue
-        ic_name = PAIRS.get(name)
         try:
-            cells = measure(name, options, clip, seeds, args, ic_name and corrupt, cuda, store_dir)
+            got = measure(name, options, clip, seeds, args, PAIRS.get(name) and corrupt, cuda, store_dir)
         except (ValueError, ImportError, RuntimeError) as err:  # needs run resources (donor pool, weights, ...)
             notes.append(f"{spec}: skipped, {str(err).splitlines()[0][:120]}")
             continue
-        print(f"| {spec} | {ic_name or '—'} | " + " | ".join(cells) + " |", flush=True)
-    for note in notes:
-        print(f"note: {note}")
+        rows.append({"cells": table_cells(spec, PAIRS.get(name), got), "severity": args.severity,
+                     "threads": args.threads, "batch": args.batch, "min_time_s": args.min_time})
+        print("| " + " | ".join(_printed(rows[-1]["cells"])) + " |", flush=True)
     shutil.rmtree(store_dir, ignore_errors=True)
-    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    after = [f"note: {note}" for note in notes] + [f"load average {os.getloadavg()[0]:.2f} at the end"]
+    print("\n".join(after))
+    if args.rows:
+        from tta.reporting.measurements import write_measurements
+
+        write_measurements(args.rows, TABLE, rows, title=f"Video shifts against imagecorruptions, severity "
+                           f"{args.severity}", before=before, after=after)
 
 
 def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args, corrupt, cuda: bool,
-            store_dir: str) -> list[str]:
-    """The table cells of one shift: clips/s of imagecorruptions, reference, torch CPU, CUDA, stored, then the
-    ratios."""
+            store_dir: str) -> dict[str, float]:
+    """Clips per second of one shift, by column (``ic``, ``ref``, ``torch``, ``cuda``, ``stored``: those timed)."""
     batch = clip[None].expand(len(seeds), *clip.shape).contiguous()
     fns = {}
     if "reference" in args.columns:
@@ -232,12 +244,30 @@ def measure(name: str, options: dict, clip: torch.Tensor, seeds: list[int], args
         frames = clip.numpy()
         np.random.seed(0)
         fns["ic"] = lambda: [corrupt(f, severity=args.severity, corruption_name=PAIRS[name]) for f in frames]
-    got = {key: r * per_call[key] for key, r in rates(fns, args.min_time).items()}
-    ref, tch, cu, ic, st = (got.get(k) for k in ("ref", "torch", "cuda", "ic", "stored"))
-    return [_cell(x) for x in (ic, ref, tch, cu, st)] + [_ratio(x, ic) for x in (ref, tch, cu, st)]
+    return {key: r * per_call[key] for key, r in rates(fns, args.min_time).items()}
 
 
 COLUMNS = ("ic", "reference", "torch", "cuda", "stored")
+#: (column label, ratio label, key of measure())
+_TIMED = (("ic", "ic", "ic"), ("reference", "reference", "ref"), ("torch CPU", "torch", "torch"),
+          ("CUDA", "CUDA", "cuda"), ("stored", "stored", "stored"))
+#: the printed table and its row file (tta/reporting/measurements.py): clips/s of each column, then each / ic
+TABLE = ([{"name": "shift"}, {"name": "imagecorruptions"}]
+         + [{"name": f"{label} clips/s", "format": "{:.2f}", "align": "right"} for label, _, _ in _TIMED]
+         + [{"name": f"{ratio}/ic", "format": "{:.1f}x", "align": "right"} for _, ratio, _ in _TIMED[1:]])
+
+
+def table_cells(spec: str, ic_name: str | None, got: dict[str, float]) -> dict:
+    """One row's cells by column name: clips/s (None where not timed), then the ratios to imagecorruptions."""
+    ic = got.get("ic")
+    cells = {"shift": spec, "imagecorruptions": ic_name}
+    cells.update({f"{label} clips/s": got.get(key) or None for label, _, key in _TIMED})
+    cells.update({f"{ratio}/ic": got[key] / ic if got.get(key) and ic else None for _, ratio, key in _TIMED[1:]})
+    return cells
+
+
+def _printed(cells: dict) -> list[str]:
+    return ["—" if cells[c["name"]] is None else c.get("format", "{}").format(cells[c["name"]]) for c in TABLE]
 MOTION_SHIFTS = ("motion_blur", "video_defocus")  # the shifts that read the motion store
 
 # option rows: the flow blurs' faster flows, and snow through the ImageMagick library instead of its NumPy re-do
@@ -252,12 +282,6 @@ def _value(text: str):
         return text
 
 
-def _cell(x) -> str:
-    return f"{x:.2f}" if x else "—"
-
-
-def _ratio(x, ic) -> str:
-    return f"{x / ic:.1f}x" if x and ic else "—"
 
 
 if __name__ == "__main__":

@@ -69,3 +69,16 @@ def test_a_used_cache_is_refused(tmp_path):
     (tmp_path / "x").write_text("")
     with pytest.raises(SystemExit, match="not empty"):
         first_run.main(["--cache", str(tmp_path)])
+
+
+def test_the_stage_table_becomes_a_row_file_that_renders(tmp_path):
+    from tta.reporting.pages import render_tables
+
+    stages = [{"stage": "start-up (imports, config, planning)", "wall_s": 5.6, "busy_cores": 1.06, "idle_core_s": 5.2},
+              {"stage": "rendering synth", "wall_s": 36.2, "busy_cores": None, "idle_core_s": None}]
+    path = first_run.write_rows(tmp_path / "first-run.jsonl", stages, 49.1, "python benchmarks/first_run.py")
+    (table,) = render_tables([path], layout="measurements")
+    lines = table.to_markdown().splitlines()
+    assert lines[0].startswith("**The first run, stage by stage** (measured by `python benchmarks/first_run.py`")
+    assert lines[-3:] == ["| start-up (imports, config, planning) | 5.6 | 1.06 | 5.2 |",
+                          "| rendering synth | 36.2 | — | — |", "| **total** | **49.1** | | 5.2 |"]

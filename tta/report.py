@@ -46,7 +46,7 @@ from pathlib import Path
 
 from tta.reporting.collect import export_rows, load_runs
 from tta.reporting.full_report import build_report, with_provenance
-from tta.reporting.pages import LAYOUTS, render_pages, render_tables
+from tta.reporting.pages import LAYOUTS, OWN_ROW_LAYOUTS, render_pages, render_tables
 from tta.reporting.robustness import ROBUST_METRICS
 
 
@@ -56,11 +56,12 @@ def _parser() -> argparse.ArgumentParser:
                                  epilog="\n".join(__doc__.split("\n")[5:12]))
     ap.add_argument("sources", nargs="*", help="sweep directories (outputs/experiments/<name>, outputs/sweeps/<time>, "
                                                "any tree of run directories) and/or row files (*.jsonl)")
-    ap.add_argument("--layout", choices=["paper", *LAYOUTS, "runtime"], default=None,
+    ap.add_argument("--layout", choices=["paper", *LAYOUTS, *OWN_ROW_LAYOUTS], default=None,
                     help="paper: full report (default for directories); pivot (default for row files); list; "
                          "compare: paired differences to source with intervals and win/tie/loss counts; "
                          "comp: the VideoComp probe (results.json 'comp') of the source models and after adaptation; "
-                         "runtime: timings beside the paper's (rows of tta/reporting/runtime.py)")
+                         "runtime: timings beside the paper's (rows of tta/reporting/runtime.py); "
+                         "measurements: a benchmark's own table (rows of tta/reporting/measurements.py)")
     ap.add_argument("--out", default=None, help="paper layout: output directory (default: <sweep>/report)")
     ap.add_argument("--metric", default="R@1", choices=["R@1", "R@5", "R@10", "R@50", "RSUM", "MdR", "MnR", "skewness"])
     ap.add_argument("--baseline", default=None, help="paper and compare layouts: compare every configuration with "

@@ -22,7 +22,7 @@ from tests.conftest import tiny_overrides
 from tta.report import main as report_main
 from tta.reporting.collect import ADAPTER_ORDER, load_rows
 from tta.reporting.labels import shift_label
-from tta.reporting.pages import render_pages
+from tta.reporting.pages import OWN_ROW_LAYOUTS, render_pages
 from tta.reporting.paper import paper_tables
 from tta.reporting.pivot import pivot_tables
 from tta.reporting.plots import row_ranks
@@ -125,10 +125,11 @@ def test_row_ranks_make_raw_and_refined_scores_comparable():
 @pytest.mark.heavy  # renders every row file and every committed page: tens of seconds, growing with the rows
 def test_every_row_file_renders_and_the_committed_pages_are_current(tmp_path, capsys):
     pages = yaml.safe_load((RESULTS / "pages.yaml").read_text())
-    runtime = {f for page in pages.values() for t in page["tables"] if t.get("layout") == "runtime" for f in t["rows"]}
+    own = {f: t["layout"] for page in pages.values() for t in page["tables"] if t.get("layout") in OWN_ROW_LAYOUTS
+           for f in t["rows"]}
     for file in sorted((RESULTS / "rows").glob("*.jsonl")):
-        if file.name in runtime:  # timings, not runs (tta/reporting/runtime.py)
-            assert report_main([str(file), "--layout", "runtime"]) == 0, file
+        if file.name in own:  # timings and benchmark tables, not runs (runtime, measurements)
+            assert report_main([str(file), "--layout", own[file.name]]) == 0, file
             continue
         assert report_main([str(file)]) == 0, file
         assert report_main([str(file), "--layout", "list", "--sort"]) == 0, file
@@ -138,9 +139,8 @@ def test_every_row_file_renders_and_the_committed_pages_are_current(tmp_path, ca
     spec.write_text((RESULTS / "pages.yaml").read_text())
     (tmp_path / "rows").symlink_to(RESULTS / "rows")
     written = render_pages(spec, date="2026-11-23")
-    # pages written by benchmarks/*.py or by hand (no retrieval rows to render): speed, scale, the VideoComp probe,
-    # the first run's time
-    not_rendered = {"shift-speed", "scale", "videocomp-probe", "first-run-time"}
+    # the VideoComp probe's page is written by hand (its numbers in prose, no table)
+    not_rendered = {"videocomp-probe"}
     assert {p.stem for p in written} == {p.stem for p in RESULTS.glob("*.md")} - not_rendered
 
     def tables(text: str) -> list[str]:

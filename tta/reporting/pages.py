@@ -5,7 +5,8 @@
 ``experiments`` (the conf/experiment configs that re-run the rows: ``python -m tta.run -m experiment=<name>``)
 or ``reproduce`` (commands, for rows no single sweep covers); ``tables``: each a ``rows`` list (files under
 docs/results/rows/) and the options of :func:`render_tables` (``layout``, ``second``, ``model``, ``bold``,
-``mean``, ``per_model``, ``segments``, ``sort``, ``title``, ``note``). Every page carries the command that rendered
+``mean``, ``per_model``, ``segments``, ``sort``, ``title``, ``note``: prose above the table, ``after``: below
+it). Every page carries the command that rendered
 it, the commit of the rows' code (recorded in the rows, else the main branch at rendering), the rendering date and
 the command that reproduces its rows, and says how many seeds its numbers are over.
 """
@@ -13,6 +14,7 @@ the command that reproduces its rows, and says how many seeds its numbers are ov
 from __future__ import annotations
 
 import datetime
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,18 +89,34 @@ LAYOUTS: dict[str, Callable[[pd.DataFrame, TableOptions], list[Table]]] = {
     "pivot": _pivot, "list": _list, "compare": _compare, "comp": _comp}
 
 
+def _runtime(sources, title: str | None) -> list[Table]:
+    from tta.reporting.runtime import runtime_table
+
+    return [runtime_table(sources, title)]
+
+
+def _measurements(sources, title: str | None) -> list:
+    from tta.reporting.measurements import measurement_tables
+
+    return measurement_tables(sources, title)
+
+
+#: layouts of row files in a format of their own, not runs: (row files, title) -> tables. ``runtime``: timings
+#: beside the paper's (:mod:`tta.reporting.runtime`); ``measurements``: a benchmark's own table under its command,
+#: commit, date and machine (:mod:`tta.reporting.measurements`)
+OWN_ROW_LAYOUTS: dict[str, Callable[[list, str | None], list]] = {"runtime": _runtime, "measurements": _measurements}
+
+
 def render_tables(sources, layout: str = "pivot", metric: str = "R@1", second: str | None = "skewness",
                   model: list[str] | None = None, bold: bool = False, mean: bool = False, per_model: bool = False,
                   segments: bool = False, sort: bool = False, title: str | None = None,
                   baseline: str | None = None, cost=None) -> list[Table]:
     """The tables of one :data:`LAYOUTS` layout of any mix of row files and sweep directories; ``model`` keeps
     those backbones, ``segments`` splits continual streams, ``cost`` takes ms/query from the overhead benchmark."""
-    if layout == "runtime":  # timings beside the paper's: rows of their own format (tta/reporting/runtime.py)
-        from tta.reporting.runtime import runtime_table
-
-        return [runtime_table(sources, title)]
+    if layout in OWN_ROW_LAYOUTS:  # rows of their own format, not runs
+        return OWN_ROW_LAYOUTS[layout](sources, title)
     if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; layouts: paper, {', '.join(LAYOUTS)}")
+        raise ValueError(f"unknown layout {layout!r}; layouts: paper, {', '.join([*LAYOUTS, *OWN_ROW_LAYOUTS])}")
     df, _ = load_runs(sources, segments=segments)
     if cost:  # ms/query from benchmarks/method_overhead.py, not the runs' own clocks
         from tta.reporting.overhead import apply_overhead
@@ -138,9 +156,14 @@ def _rows_field(files: list[Path], field: str, width: int = 10) -> str | None:
     """The values of one field the rows record (e.g. "commit", "source_weights"), shortened, or None."""
     import json
 
-    found = {json.loads(line).get(field) for f in files for line in f.read_text().splitlines() if line.strip()}
+    found = set()
+    for f in files:
+        for line in f.read_text().splitlines():
+            value = json.loads(line).get(field) if line.strip() else None
+            found |= set(value) if isinstance(value, list) else {value}  # a list: rows of several commits
     found.discard(None)
-    return ", ".join(sorted(str(v)[:width] for v in found)) if found else None
+    short = (str(v)[:width] if re.fullmatch("[0-9a-f]+", str(v)) else str(v) for v in found)  # hashes only
+    return ", ".join(sorted(short)) if found else None
 
 
 def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str) -> str:
@@ -149,7 +172,7 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
     provenance = _provenance_lines(name, spec, files, spec_path, date)
     tables, seeds, intervals, own, unranked = [], set(), False, set(), False
     for t in spec["tables"]:
-        opts = {k: v for k, v in t.items() if k not in ("rows", "note")}
+        opts = {k: v for k, v in t.items() if k not in ("rows", "note", "after")}
         cost = opts.pop("cost", None)  # rows of benchmarks/method_overhead.py, a path from the repository root
         rendered = render_tables([rows_dir / f for f in t["rows"]], **opts, cost=ROOT / cost if cost else None)
         seeds |= {s for r in rendered for s in r.seed_values}
@@ -157,13 +180,13 @@ def render_page(name: str, spec: dict, rows_dir: Path, spec_path: str, date: str
         unranked |= any("no per-query ranks" in " ".join(r.notes) for r in rendered)
         intervals |= any(r.marks is not None for r in rendered) and not unranked
         command = table_command([f"docs/results/rows/{f}" for f in t["rows"]], **opts, cost=cost)
-        tables.append((t.get("note"), command, "\n\n".join(r.to_markdown() for r in rendered)))
+        tables.append((t.get("note"), command, "\n\n".join(r.to_markdown() for r in rendered), t.get("after")))
     lines = [f"# {spec['title']}", "", spec.get("about", "").strip(), "", _seed_line(seeds, intervals, tables, own, unranked), "",
              *provenance]
-    for note, command, body in tables:
+    for note, command, body, after in tables:
         if note:
             lines += [note.strip(), ""]
-        lines += [f"`{command}`", "", body, ""]
+        lines += [f"`{command}`", "", body, ""] + ([after.strip(), ""] if after else [])
     return "\n".join(lines)
 
 
@@ -179,7 +202,7 @@ def _seed_line(seeds: set, intervals: bool, tables: list[tuple], own: set = froz
     if seeds == {42}:
         return ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
                 f"seeds move them is in [seeds.md](seeds.md). {how}")
-    det = any("(det.)" in body for _, _, body in tables)
+    det = any("(det.)" in body for _, _, body, _ in tables)
     return (f"Seeds: {', '.join(map(str, sorted(seeds)))}; a cell over several seeds shows mean ± sd (n)"
             + ("; a cell whose seeds gave identical results shows its value once, marked (det.)" if det
                else "") + f". {how}")
