@@ -3,6 +3,7 @@ of an in-process sweep, each against its "before" (ordinary imports; no reuse ac
 
     python benchmarks/startup.py                   # about 2 minutes on a quiet machine (9 default runs)
     python benchmarks/startup.py --rounds 3 adapter=tent     # any tta.run override after the options
+    python benchmarks/startup.py --rows rows.jsonl           # also the summary as a row file (--layout measurements)
 
 Single runs (``python -m tta.run`` subprocesses on a warm cache, interleaved per round so that the machine's drift
 reaches both arms alike): ``deferred`` as shipped, ``eager`` with ``TTA_EAGER_IMPORTS=1`` (tta/utils/lazy_imports.py
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=2, help="single runs per arm")
     parser.add_argument("--jobs", type=int, default=2, help="runs of each in-process sweep")
     parser.add_argument("--json", help="also write the measurements here")
+    parser.add_argument("--rows", help="also write the summary as a row file for docs/results/rows/ "
+                                       "(python -m tta.report FILE --layout measurements)")
     args, overrides = parser.parse_known_args(argv)
     if args.rounds < 1 or args.jobs < 2:
         sys.exit("error: --rounds must be at least 1 and --jobs at least 2")
@@ -107,19 +110,22 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{os.cpu_count()} cores; overrides: {' '.join(overrides) or 'defaults'}; {load()}", flush=True)
     single_run(overrides, False, work / "warm")  # fills the cache and the page cache: not reported
     arms: dict[str, list[dict]] = {"deferred": [], "eager": []}
+    printed: list[str] = []
     for r in range(args.rounds):
         for arm in arms:
             m = single_run(overrides, arm == "eager", work / f"{arm}{r}")
             arms[arm].append(m)
-            print(f"single run {r + 1} {arm:8s}: outside the stream: process wall {m['wall_s']:5.2f} s (cpu "
-                  f"{m['process_cpu_s']:5.2f}), run's own {m['own_s']:5.2f} s (cpu {m['own_cpu_s']:5.2f}); stream "
-                  f"{m['stream_s']:5.1f} s; {m['load']}", flush=True)
+            printed.append(f"single run {r + 1} {arm:8s}: outside the stream: process wall {m['wall_s']:5.2f} s (cpu "
+                           f"{m['process_cpu_s']:5.2f}), run's own {m['own_s']:5.2f} s (cpu {m['own_cpu_s']:5.2f}); "
+                           f"stream {m['stream_s']:5.1f} s; {m['load']}")
+            print(printed[-1], flush=True)
     sweeps = {}
     for arm in ("reuse", "rebuild"):
         sw = sweeps[arm] = sweep(overrides, args.jobs, arm == "rebuild", work / f"sweep-{arm}")
-        print(f"in-process sweep {arm:7s}: imports {sw['import_s']:.2f} s; outside the stream per job "
-              + ", ".join(f"{j['own_s']:.2f} s (cpu {j['own_cpu_s']:.2f})" for j in sw["jobs"])
-              + f"; R@1 {', '.join(str(j['R@1']) for j in sw['jobs'])}; {sw['load']}", flush=True)
+        printed.append(f"in-process sweep {arm:7s}: imports {sw['import_s']:.2f} s; outside the stream per job "
+                       + ", ".join(f"{j['own_s']:.2f} s (cpu {j['own_cpu_s']:.2f})" for j in sw["jobs"])
+                       + f"; R@1 {', '.join(str(j['R@1']) for j in sw['jobs'])}; {sw['load']}")
+        print(printed[-1], flush=True)
     d, e = arms["deferred"], arms["eager"]
     single = _median(d, "wall_s")
     print(f"\nwarm single run, outside the stream (median of {args.rounds}; {load()}):\n"
@@ -142,7 +148,41 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"single": arms, "sweeps": sweeps, "overrides": overrides, "cores": os.cpu_count()}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.rows:
+        write_rows(args.rows, arms, sweeps, args.rounds, printed, sorted(recalls))
     return result
+
+
+#: the summary table: each measure as shipped, without the change (ordinary imports, or no reuse), their ratio, goal
+COLUMNS = [{"name": "outside the stream"}, {"name": "as shipped s", "format": "{:.2f}", "align": "right"},
+           {"name": "without s", "format": "{:.2f}", "align": "right"}, {"name": "without is"},
+           {"name": "ratio", "format": "{:.2f}", "align": "right"}, {"name": "goal"}, {"name": "met"}]
+
+
+def write_rows(path: str, arms: dict, sweeps: dict, rounds: int, printed: list[str], recalls: list) -> None:
+    from tta.reporting.measurements import write_measurements
+
+    d, e = arms["deferred"], arms["eager"]
+    later = {arm: sw["jobs"][1:] for arm, sw in sweeps.items()}
+
+    def row(label, shipped, without, what, goal=None):
+        met = None if goal is None else ("yes" if shipped <= goal else "no")
+        return {"cells": {"outside the stream": label, "as shipped s": shipped, "without s": without,
+                          "without is": what, "ratio": shipped / without, "goal": goal and f"<= {goal:.0f} s",
+                          "met": met}}
+
+    med = statistics.median
+    rows = [row(f"warm single run, process wall (median of {rounds})", _median(d, "wall_s"), _median(e, "wall_s"),
+                "ordinary imports", GOAL_SINGLE_S),
+            row("warm single run, process CPU", _median(d, "process_cpu_s"), _median(e, "process_cpu_s"),
+                "ordinary imports"),
+            row("warm single run, the run's own record", _median(d, "own_s"), _median(e, "own_s"), "ordinary imports"),
+            row("a job after the first, the run's own record", med(j["own_s"] for j in later["reuse"]),
+                med(j["own_s"] for j in later["rebuild"]), "no reuse (TTA_REUSE=0)", GOAL_NEXT_JOB_S),
+            row("a job after the first, its CPU", med(j["own_cpu_s"] for j in later["reuse"]),
+                med(j["own_cpu_s"] for j in later["rebuild"]), "no reuse (TTA_REUSE=0)")]
+    write_measurements(path, COLUMNS, rows, title="A warm run's start-up",
+                       after=["    " + line for line in [*printed, f"R@1 of every sweep job: {recalls}"]])
 
 
 if __name__ == "__main__":
