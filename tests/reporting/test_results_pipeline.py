@@ -167,6 +167,18 @@ def test_docs_name_no_tracker_issues_and_links_resolve():
     assert not list((ROOT / "docs").rglob("issue*"))
 
 
+def test_the_readme_quotes_its_one_result_from_the_rendered_page():
+    # README's "One result" is prose quoting the page tta.report renders: each number must be the page's
+    section = (ROOT / "README.md").read_text().split("## One result")[1].split("\n## ")[0]
+    page = (RESULTS / "v2t-gaussian-severity5.md").read_text()
+    intervals = re.findall(r"(-?\d+\.\d) \[(-?\d+\.\d), (-?\d+\.\d)\]", section)
+    means = re.findall(r"\d+\.\d ± \d+\.\d", section)
+    assert len(intervals) == 18 and len(means) >= 4  # every method against source, both backbones
+    compared = {m.groups() for m in re.finditer(r"\| (-?\d+\.\d)(?: [▲▼])? \| (-?\d+\.\d) \| (-?\d+\.\d) \|", page)}
+    assert [i for i in intervals if i not in compared] == []
+    assert [m for m in means if f"{m} (3)" not in page] == []
+
+
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_composes_and_sweeps_valid_choices(name):
     from hydra import compose as hydra_compose
