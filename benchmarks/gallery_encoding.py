@@ -110,11 +110,29 @@ def measure(model, paths: list[str], num_frames: int, workers: int, scratch: Pat
     return [(name, *best[name], diff[name]) for name, _ in paths_under_test]
 
 
+#: the printed table's columns, and the row file's (``--rows``; ``python -m tta.report FILE --layout measurements``)
+TABLE = [{"name": "path"}, {"name": "cold s", "format": "{:.2f}", "align": "right"},
+         {"name": "cold ratio", "format": "{:.2f}x", "align": "right"},
+         {"name": "warm s", "format": "{:.2f}", "align": "right"},
+         {"name": "warm ratio", "format": "{:.2f}x", "align": "right"},
+         {"name": "max abs diff", "format": "{:.1e}", "align": "right"}]
+
+
+def table_rows(measured: list[tuple], args) -> list[dict]:
+    """One row per path; ratios are to the reference (the first) of the same run."""
+    (_, ref_cold, ref_warm, _) = measured[0]
+    return [{"cells": {"path": name, "cold s": cold, "cold ratio": ref_cold / cold, "warm s": warm,
+                       "warm ratio": ref_warm / warm, "max abs diff": diff}, "n": args.n, "repeat": args.repeat}
+            for name, cold, warm, diff in measured]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=200, help="gallery videos (the first N test pairs)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the fastest of each is shown")
     parser.add_argument("--ranks", type=int, default=0, help="also time the data set-up with 1 and N processes")
+    parser.add_argument("--rows", help="also write the table as a row file for docs/results/rows/ "
+                                       "(python -m tta.report FILE --layout measurements)")
     args, overrides = parser.parse_known_args()
     overrides = ["model.checkpoint=none", "task=t2v", f"data.subset={args.n}", *overrides]
     cfg = compose("run", overrides)
@@ -122,21 +140,28 @@ def main() -> None:
     model = Scenario.from_config(cfg).load_model(cfg, cache).eval()
     paths = [p.video_path for p in load_pairs(cfg.data, "test", cache)[: args.n]]
     workers = data_settings(cfg).workers
-    print(f"{len(paths)} gallery videos, {cfg.data.num_frames} frames, model {cfg.model.name} ({cfg.model.arch}), "
-          f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
-          f"loader_workers={workers}, load average {os.getloadavg()[0]:.1f}, fastest of {args.repeat}")
+    before = (f"{len(paths)} gallery videos, {cfg.data.num_frames} frames, model {cfg.model.name} ({cfg.model.arch}), "
+              f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+              f"loader_workers={workers}, load average {os.getloadavg()[0]:.1f}, fastest of {args.repeat}")
+    print(before)
+    after = []
     with tempfile.TemporaryDirectory(prefix="tta-gallery-bench-") as tmp:
         scratch = Path(tmp)
-        rows = measure(model, paths, cfg.data.num_frames, workers, scratch, args.repeat)
-        (_, ref_cold, ref_warm, _) = rows[0]
-        print("\n| path | cold s | cold ratio | warm s | warm ratio | max abs diff |\n|---|---|---|---|---|---|")
-        for name, cold, warm, diff in rows:
-            print(f"| {name} | {cold:.2f} | {ref_cold / cold:.2f}x | {warm:.2f} | {ref_warm / warm:.2f}x | {diff:.1e} |")
+        rows = table_rows(measure(model, paths, cfg.data.num_frames, workers, scratch, args.repeat), args)
+        print("\n| " + " | ".join(c["name"] for c in TABLE) + " |\n|" + "---|" * len(TABLE))
+        for row in rows:
+            print("| " + " | ".join(c.get("format", "{}").format(row["cells"][c["name"]]) for c in TABLE) + " |")
         if args.ranks > 1:
             one = sharded_setup(overrides, cache, scratch, 1)
             many = sharded_setup(overrides, cache, scratch, args.ranks)
-            print(f"\ndata set-up (screening, decoding, gallery; cold): 1 process {one:.2f} s, {args.ranks} processes "
-                  f"{many:.2f} s ({one / many:.2f}x); load average {os.getloadavg()[0]:.1f}")
+            after.append(f"data set-up (screening, decoding, gallery; cold): 1 process {one:.2f} s, {args.ranks} "
+                         f"processes {many:.2f} s ({one / many:.2f}x); load average {os.getloadavg()[0]:.1f}")
+            print("\n" + after[-1])
+    if args.rows:
+        from tta.reporting.measurements import write_measurements
+
+        write_measurements(args.rows, TABLE, rows, title=f"Gallery encoding time, {len(paths)} videos",
+                           before=[before], after=after)
 
 
 if __name__ == "__main__":
