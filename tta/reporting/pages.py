@@ -198,7 +198,7 @@ def _seed_line(seeds: set, intervals: bool, tables: list[tuple], own: set = froz
            "These rows carry no per-query ranks: no intervals, and no cell is marked or bold." if unranked else
            "No cell is marked: no table holds source and another configuration of the same cell.")
     if not seeds:
-        return "Timings, not retrieval results: no seeds."
+        return "Measurements, not retrieval runs: each table's caption says what measured it (and with which seeds, if any)."
     if seeds == {42}:
         return ("**Single seed (seed 42).** Every number on this page is one run at the default seed; how much "
                 f"seeds move them is in [seeds.md](seeds.md). {how}")

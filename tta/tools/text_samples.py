@@ -4,8 +4,9 @@ Writes ``docs/text-shifts.md`` (``--out``) from the MSR-VTT 1k-A test list (``--
 ``../shared/data/MSRVTT_JSFUSION_test.csv`` beside the repository). Each row uses the shift's Hydra default
 severity (``conf/shift/<name>.yaml``; HAT-VTR App. B.4: character 7, word 2, sentence 1) and the item seed of the
 caption (base seed 42), with the semantic filter on, exactly as ``python -m tta.run task=t2v shift=<name>`` would
-perturb that caption. Below it, measured over all captions of the list: the word-level severity floor (changed
-share and edits per severity) and how often each sentence-level approximation changes a caption.
+perturb that caption. Measured over all captions of the list, as row files for docs/results/ (``--rows-dir``): the
+word-level severity floor (changed share and edits per severity) and how often each sentence-level approximation
+changes a caption.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
+import sys
 from pathlib import Path
 
 from tta.shifts import item_seed, text_shift_names
@@ -97,52 +99,36 @@ def changed_shares(captions: list[tuple[str, str]], seed: int = 42) -> dict:
             "sentence": sentence}
 
 
-def render_shares(m: dict) -> str:
-    n, mw = m["num_captions"], m["mean_words"]
-    lines = [
-        "",
-        "## Word-level severity floor",
-        "",
-        "Synonym replacement, word insertion and word swap edit n = max(1, ⌊0.05·s·n_words⌋) words and punctuation "
-        "insertion inserts as many marks (Qiu et al. Table 8; EDA; HAT-VTR's code). This is the published rule and "
-        "is kept, but on short captions the floor dominates: with "
-        f"{mw:.1f} words per caption on average (the {n} MSR-VTT 1k-A test captions), every caption below 20 words "
-        "gets exactly one edit at severity 1 and at severity 2, so **the default word-level severity 2 equals "
-        "severity 1 on most MSR-VTT captions**. Word deletion removes each word with probability p = 0.05·s and has "
-        "no floor. Measured on the real captions by `python -m tta.tools.text_samples` (item seeds from base seed "
-        "42, semantic filter off: it chooses among candidates with the same number of edits). `changed` = share of "
-        "captions whose text changed; `edits` = mean words edited by the rule; `= s1` = share of captions that get "
-        "as many edits as at severity 1.",
-        "",
-        "| shift | " + " | ".join(f"s{s}" for s in range(1, 8)) + " |",
-        "|---|" + "---|" * 7,
-    ]
-    for name, per in m["word"].items():
-        cells = []
-        for sev in range(1, 8):
-            r = per[sev]
-            cell = f"changed {100 * r['changed_share']:.0f} %"
-            if "mean_edits" in r:
-                cell += f", edits {r['mean_edits']:.2f}, = s1 {100 * r['same_as_s1_share']:.0f} %"
-            cells.append(cell)
-        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Sentence-level approximations: how often they act",
-        "",
-        "The rules leave captions that match none of their patterns unchanged. Share of the "
-        f"{n} MSR-VTT 1k-A test captions each rule changed, and the share it changed beyond case and the final "
-        "period (what `formal_approx` and `back_translation_approx` mostly change). Runs record the same share for "
-        "their own queries (`results.json` → `shift_implementation.changed_share`). The model-based originals "
-        "(`shift=formal` etc., a local checkpoint in `shift.options.model_path`) skip Styleformer's adequacy "
-        "re-ranking of candidates (formal/casual); that deviation is recorded as `shift_implementation.deviation`.",
-        "",
-        "| shift | changed | changed beyond case / final period |",
-        "|---|---|---|",
-    ]
-    for name, r in m["sentence"].items():
-        lines.append(f"| `{name}` | {100 * r['changed_share']:.1f} % | {100 * r['changed_share_beyond_case']:.1f} % |")
-    return "\n".join(lines) + "\n"
+#: the row files of the two measured tables (``--rows-dir``), rendered on docs/results/text-shift-statistics.md
+WORD_ROWS, SENTENCE_ROWS = "text-shift-word-severity.jsonl", "text-shift-sentence-approx.jsonl"
+WORD_COLUMNS = [{"name": "shift"}] + [{"name": f"s{s}"} for s in range(1, 8)]
+SENTENCE_COLUMNS = [{"name": "shift"}, {"name": "changed", "format": "{:.1f} %", "align": "right"},
+                    {"name": "changed beyond case / final period", "format": "{:.1f} %", "align": "right"}]
+
+
+def _word_cell(r: dict) -> str:
+    cell = f"changed {100 * r['changed_share']:.0f} %"
+    if "mean_edits" in r:
+        cell += f", edits {r['mean_edits']:.2f}, = s1 {100 * r['same_as_s1_share']:.0f} %"
+    return cell
+
+
+def write_share_rows(m: dict, rows_dir: Path, source: str, seed: int = 42, command: str | None = None) -> list[Path]:
+    """The measured shares of :func:`changed_shares` as two row files (``python -m tta.report FILE --layout
+    measurements``): per word shift one row of its severities, per sentence approximation its changed shares."""
+    from tta.reporting.measurements import write_measurements
+
+    before = [f"{m['num_captions']} captions of {source}, {m['mean_words']:.1f} words per caption on average; item "
+              f"seeds from base seed {seed}, semantic filter off"]
+    word = [{"cells": {"shift": f"`{name}`", **{f"s{s}": _word_cell(per[s]) for s in range(1, 8)}},
+             "measured": {f"s{s}": per[s] for s in range(1, 8)}} for name, per in m["word"].items()]
+    sentence = [{"cells": {"shift": f"`{name}`", "changed": 100 * r["changed_share"],
+                           "changed beyond case / final period": 100 * r["changed_share_beyond_case"]}, "measured": r}
+                for name, r in m["sentence"].items()]
+    return [write_measurements(rows_dir / WORD_ROWS, WORD_COLUMNS, word, before=before, command=command,
+                               title="Word-level shifts by severity: changed share, mean edits, share as at s1"),
+            write_measurements(rows_dir / SENTENCE_ROWS, SENTENCE_COLUMNS, sentence, before=before, command=command,
+                               title="Sentence-level approximations: share of captions changed")]
 
 
 def render(caption: str, caption_id: str, rows: list[dict]) -> str:
@@ -170,6 +156,9 @@ def render(caption: str, caption_id: str, rows: list[dict]) -> str:
         filt = "—" if r["cosine"] is None else f"{r['tries']}, {r['cosine']:.3f}" + ("" if r["passed"] else " (failed)")
         lines.append(f"| `{r['choice']}` | `{r['name']}` | {r['level']} | {r['severity']} | "
                      f"{'yes' if r['hatvtr'] else ''} | {cell(r['text'])} | {filt} |")
+    lines += ["", "Measured over all captions of the list by the same command: the word-level severity floor (changed "
+              "share and edits per severity) and how often each sentence-level approximation changes a caption, "
+              "[results/text-shift-statistics.md](results/text-shift-statistics.md)."]
     return "\n".join(lines) + "\n"
 
 
@@ -178,6 +167,9 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="MSRVTT_JSFUSION_test.csv")
     p.add_argument("--key", default="ret4", help="caption id (column 'key') to show")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "text-shifts.md")
+    p.add_argument("--rows-dir", type=Path, default=REPO / "docs" / "results" / "rows",
+                   help="where the changed-share tables over all captions go, as row files (docs/results/pages.yaml "
+                        "renders them: python -m tta.report --pages docs/results/pages.yaml --page text-shift-statistics)")
     p.add_argument("--no-shares", action="store_true", help="skip the changed-share tables over all captions")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -192,7 +184,9 @@ def main(argv: list[str] | None = None) -> Path:
     if not args.no_shares:
         with open(args.csv, newline="") as f:
             captions = [(r["sentence"], r["key"]) for r in csv.DictReader(f)]
-        text += render_shares(changed_shares(captions))
+        command = " ".join(["python -m tta.tools.text_samples", *(sys.argv[1:] if argv is None else argv)])
+        for path in write_share_rows(changed_shares(captions), args.rows_dir, args.csv.name, command=command):
+            log.info("wrote %s", path)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     log.info("wrote %s", args.out)
