@@ -56,3 +56,20 @@ def test_samples_page_renders_rows():
     page = render("a man rides", "video1", rows)
     assert "**a man rides**" in page and "a mna \\| rides" in page
     assert "| `formal` | `formal_approx` | sentence | 1 | yes | A man rides. | 3, 0.930 (failed) |" in page
+
+
+def test_the_changed_shares_are_written_as_row_files_tta_report_renders(tmp_path):
+    from tta.reporting.pages import render_tables
+    from tta.tools.text_samples import write_share_rows
+
+    floor = {"changed_share": 1.0, "mean_edits": 1.03, "same_as_s1_share": 0.97}
+    shares = {"num_captions": 2, "mean_words": 9.44,
+              "word": {"word_swap": dict.fromkeys(range(1, 8), floor),
+                       "word_delete": dict.fromkeys(range(1, 8), {"changed_share": 0.35})},
+              "sentence": {"formal_approx": {"changed_share": 1.0, "changed_share_beyond_case": 0.346}}}
+    files = write_share_rows(shares, tmp_path, "captions.csv", command="python -m tta.tools.text_samples")
+    word, sentence = (t.to_markdown() for t in render_tables(files, layout="measurements"))
+    assert "2 captions of captions.csv, 9.4 words per caption on average" in word
+    assert "| `word_swap` | " + " | ".join(["changed 100 %, edits 1.03, = s1 97 %"] * 7) + " |" in word
+    assert "| `word_delete` | " + " | ".join(["changed 35 %"] * 7) + " |" in word
+    assert "| `formal_approx` | 100.0 % | 34.6 % |" in sentence
