@@ -116,9 +116,11 @@ def _git(*args: str) -> str:
 
 
 def _git_commit() -> str:
-    """HEAD, marked ``+uncommitted`` where tracked files differ from it (the rows' code is then not that commit)."""
+    """HEAD, marked ``+uncommitted`` where tracked files differ from it (the rows' code is then not that commit);
+    docs/results/ is output, not code: a tool that rewrites several committed row files records HEAD in each."""
     head = _git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+uncommitted" if _git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/results")
+    return head + ("+uncommitted" if changed else "")
 
 
 def machine_line() -> str:
