@@ -3,6 +3,7 @@
     python benchmarks/gpu_stream.py                        # on a GPU: 1,000 queries, source/tcr/hatvtr, float32 and bf16
     python benchmarks/gpu_stream.py --cpu                  # on a CPU: 64 queries, the embedded tiny model, float32
     python benchmarks/gpu_stream.py --adapters source,hatvtr --precisions 32-true --queries 300 loader_workers=8
+    python benchmarks/gpu_stream.py --precision-check 0,1,2 --streams none   # only the evidence for the precision
 
 The embedded benchmark's test set (built on first use; it is an MSR-VTT folder) is read as ``data=msrvtt`` with a
 randomly initialised open_clip ViT-B/32 (``model.arch=ViT-B-32 model.checkpoint=none``; the weights do not change
@@ -16,6 +17,13 @@ batch, host-to-device, forward, backward, optimizer step, losses, the rest of th
 scoring, other. The adaptation step's FLOPs are counted once on the second batch (torch's FlopCounterMode) and
 divided by the timed pass's forward + adaptation seconds: achieved TFLOP/s, against the card's dense peak for the
 precision where it is known. Any tta.run override may follow the options. A measurement script, not a test.
+
+The precision check (on a GPU by default, seeds 0, 1, 2 chosen in advance) is the evidence for a GPU default
+precision, on the embedded benchmark (the embedded model on ``data=synth``, v2t, the same shift): each adapter streams
+every seed on the CPU in float32 and on the device in float32, TF32 matmuls (``matmul_precision=high``) and each
+``--precisions`` entry. It reports the device's float32 against the CPU's (goal: R@1 within one query, seed by
+seed) and every other precision against the device's float32, paired by seed and query (goal: a tie, the 95 %
+interval spanning zero), from the runs' per-query ranks.
 """
 
 from __future__ import annotations
@@ -137,7 +145,7 @@ def one_stream(overrides: list[str], out: Path, sync: bool) -> dict:
     return run(compose("run", overrides), out)
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="the embedded model on the CPU, fewer queries")
     parser.add_argument("--adapters", default="source,tcr,hatvtr")
@@ -149,8 +157,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--severity", type=int, default=5)
     parser.add_argument("--root", help="an MSR-VTT folder to stream instead (default: the embedded set's, built on "
                                        "first use)")
+    parser.add_argument("--streams", choices=["all", "none"], default="all", help="none: the precision check only")
+    parser.add_argument("--precision-check", default=None, help="seeds of the precision check, comma-separated, or "
+                                                                "none (default: 0,1,2 on a GPU, none on a CPU)")
+    parser.add_argument("--check-adapters", default="source,hatvtr")
     parser.add_argument("--json", help="also write the rows here")
     args, extra = parser.parse_known_args(argv)
+    import torch
+
+    gpu = torch.cuda.is_available() and not args.cpu
+    seeds = args.precision_check or ("0,1,2" if gpu else "none")
+    result = {"streams": stream_rows(args, extra, gpu) if args.streams == "all" else [],
+              "precision_check": [] if seeds == "none" else precision_check(args, extra, gpu, seeds)}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return result
+
+
+def stream_rows(args, extra: list[str], gpu: bool) -> list[dict]:
+    """Each adapter's whole stream at each precision: a plain and a timed pass (the module docstring)."""
     import torch
 
     from tta.data.registry import dataset_root
@@ -158,7 +183,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from tta.utils.config import compose
     from tta.utils.paths import cache_root
 
-    gpu = torch.cuda.is_available() and not args.cpu
     queries = args.queries or (64 if args.cpu else 1000)
     precisions = (args.precisions or ("32-true,bf16-mixed" if gpu else "32-true")).split(",")
     if args.root and not (Path(args.root) / "MSRVTT_JSFUSION_test.csv").is_file():
@@ -199,8 +223,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 rows.append(row(adapter, precision, plain, timed, syncs[0], probe.flops, peak_key, device))
                 print(format_row(rows[-1]), flush=True)
     print_table(rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
     return rows
 
 
@@ -248,6 +270,72 @@ def print_table(rows: list[dict]) -> None:
             cells = [f"{r['adapter']} (paper, RTX 4090)", "?", f"{ms:.2f}", "" if stream is None else f"{stream:.2f}",
                      *(f"{batch[k]:.1f}" if k in batch else "" for k in ROWS), "", "", ""]
             print("| " + " | ".join(cells) + " |")
+
+
+def precision_arms(gpu: bool, precisions: list[str]) -> list[tuple[str, list[str]]]:
+    """(name, overrides) of the precision check's arms: the CPU's float32 reference first, then the device's."""
+    device = "gpu" if gpu else "cpu"
+    arms = [("cpu 32-true", ["trainer.accelerator=cpu", "trainer.precision=32-true"])]
+    if gpu:
+        arms.append(("gpu 32-true", ["trainer.accelerator=gpu", "trainer.precision=32-true"]))
+        arms.append(("gpu 32-true tf32", ["trainer.accelerator=gpu", "trainer.precision=32-true",
+                                          "matmul_precision=high"]))
+    arms += [(f"{device} {p}", [f"trainer.accelerator={device}", f"trainer.precision={p}", "matmul_precision=high"])
+             for p in precisions if p != "32-true"]
+    return arms
+
+
+def precision_check(args, extra: list[str], gpu: bool, seeds: str) -> list[dict]:
+    """The evidence for a GPU default precision (the module docstring); without a GPU, only the CPU's precisions
+    against its float32 (the device-against-CPU check needs a device)."""
+    from tta.reporting.compare import QueryRanks, compare
+
+    precisions = (args.precisions or "bf16-mixed").split(",")
+    queries = args.queries or (64 if args.cpu else 1000)
+    common = [f"model={args.model}", "task=v2t", f"shift={args.shift}", f"shift.severity={args.severity}",
+              "data=synth", f"data.subset={queries}", "print_config=false", "save.sims_head=0",
+              "shift.device=cpu",  # every arm streams the same perturbed videos: only the model's precision differs
+              "skip_complete=false", "resume=false", "checkpoint_every=0", *extra]
+    work, rows = Path(tempfile.mkdtemp(prefix="tta-precision-")), []
+    arms = precision_arms(gpu, precisions)
+    reference = arms[1][0] if gpu else arms[0][0]
+    for adapter in args.check_adapters.split(","):
+        ranks: dict[str, list] = {}
+        for name, overrides in arms:
+            for seed in seeds.split(","):
+                out = work / f"{adapter}-{name.replace(' ', '-')}-{seed}"
+                one_stream([*common, *overrides, f"adapter={adapter}", f"seed={seed}"], out, sync=False)
+                ranks.setdefault(name, []).append(QueryRanks.load(out))
+        seed_list = [int(x) for x in seeds.split(",")]
+        found = [device_against_cpu(adapter, ranks["gpu 32-true"], ranks["cpu 32-true"], seed_list)] if gpu else []
+        for name in [n for n, _ in arms if n not in (reference, "cpu 32-true")] if gpu else [n for n, _ in arms[1:]]:
+            c = compare(ranks[name], ranks[reference], "R@1", seed_list, seed_list)
+            found.append({"adapter": adapter, "arm": name, "against": reference, "diff": c.diff, "low": c.low,
+                          "high": c.high, "mark": c.mark, "queries": c.queries, "seeds": seed_list,
+                          "goal": "a tie (interval spans 0)", "met": c.mark == "tie"})
+        for r in found:
+            print(check_line(r), flush=True)
+        rows += found
+    return rows
+
+
+def device_against_cpu(adapter: str, device: list, cpu: list, seeds: list[int]) -> dict:
+    """Per seed, the queries whose R@1 hit differs and the net difference in queries (goal: at most one)."""
+    differing = [int(((d.hits("R@1") > 0) != (c.hits("R@1") > 0)).sum()) for d, c in zip(device, cpu, strict=True)]
+    net = [int(round((d.hits("R@1").sum() - c.hits("R@1").sum()) / 100)) for d, c in zip(device, cpu, strict=True)]
+    return {"adapter": adapter, "arm": "gpu 32-true", "against": "cpu 32-true", "seeds": seeds,
+            "queries_differing": differing, "net_queries": net, "goal": "R@1 within one query, each seed",
+            "met": all(abs(n) <= 1 for n in net)}
+
+
+def check_line(r: dict) -> str:
+    if "net_queries" in r:
+        return (f"{r['adapter']}: {r['arm']} against {r['against']}: R@1 differs by {r['net_queries']} queries "
+                f"(seeds {r['seeds']}; {r['queries_differing']} queries hit differently); {r['goal']}: "
+                f"{'met' if r['met'] else 'NOT met'}")
+    return (f"{r['adapter']}: {r['arm']} against {r['against']}: R@1 {r['diff']:+.2f} [{r['low']:+.2f}, "
+            f"{r['high']:+.2f}] over {r['queries']} queries x seeds {r['seeds']} ({r['mark']}); {r['goal']}: "
+            f"{'met' if r['met'] else 'NOT met'}")
 
 
 if __name__ == "__main__":
