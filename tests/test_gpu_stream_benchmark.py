@@ -1,0 +1,34 @@
+"""The precision check of benchmarks/gpu_stream.py: its arms, and the device-against-CPU verdict from per-query ranks
+(the streams themselves need a GPU or minutes of CPU: see docs/results/hatvtr-runtime.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.gpu_stream import device_against_cpu, precision_arms
+from tta.reporting.compare import QueryRanks
+
+
+def _ranks(first: list[bool]) -> QueryRanks:
+    n = len(first)
+    return QueryRanks(np.array([f"q{i}" for i in range(n)]), np.array([1 if hit else 7 for hit in first], np.int32),
+                      np.zeros(n, bool), num_gallery=n)
+
+
+def test_the_device_arms_follow_the_cpu_reference():
+    names = [name for name, _ in precision_arms(True, ["32-true", "bf16-mixed"])]
+    assert names == ["cpu 32-true", "gpu 32-true", "gpu 32-true tf32", "gpu bf16-mixed"]
+    assert [name for name, _ in precision_arms(False, ["bf16-mixed"])] == ["cpu 32-true", "cpu bf16-mixed"]
+    overrides = dict(precision_arms(True, ["bf16-mixed"]))
+    assert "matmul_precision=high" in overrides["gpu 32-true tf32"]
+    assert "matmul_precision=high" not in overrides["gpu 32-true"]
+
+
+def test_float32_on_the_device_is_judged_by_its_net_difference_in_queries_seed_by_seed():
+    cpu = _ranks([True, True, False, False])
+    swapped = _ranks([False, True, True, False])  # two queries change, R@1 the same
+    two_more = _ranks([True, True, True, True])
+    row = device_against_cpu("source", [swapped, swapped], [cpu, cpu], [0, 1])
+    assert (row["queries_differing"], row["net_queries"], row["met"]) == ([2, 2], [0, 0], True)
+    row = device_against_cpu("source", [swapped, two_more], [cpu, cpu], [0, 1])
+    assert (row["net_queries"], row["met"]) == ([0, 2], False)
