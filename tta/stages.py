@@ -222,8 +222,9 @@ def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None)
 
 
 def check_precision(cfg: DictConfig) -> None:
-    """Refuse a ``trainer.precision`` the stream cannot run under, or an unknown ``matmul_precision``, before
-    anything is built."""
+    """Refuse a ``trainer.precision`` the stream cannot run under, an unknown ``matmul_precision`` or a ``compile``
+    that is not true or false (the run's numeric settings: one check of how the stream computes), before anything
+    is built."""
     precision = str(cfg.trainer.get("precision", "32-true"))
     if precision not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
