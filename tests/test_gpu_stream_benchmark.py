@@ -32,3 +32,14 @@ def test_float32_on_the_device_is_judged_by_its_net_difference_in_queries_seed_b
     assert (row["queries_differing"], row["net_queries"], row["met"]) == ([2, 2], [0, 0], True)
     row = device_against_cpu("source", [swapped, two_more], [cpu, cpu], [0, 1])
     assert (row["net_queries"], row["met"]) == ([0, 2], False)
+
+
+def test_a_precision_check_asked_for_without_the_embedded_text_trunk_is_refused_before_any_run(monkeypatch):
+    import pytest
+
+    import benchmarks.gpu_stream as bench
+
+    monkeypatch.setattr(bench, "text_trunk_installed", lambda: False)
+    monkeypatch.setattr(bench, "stream_rows", lambda *a: pytest.fail("a stream ran before the refusal"))
+    with pytest.raises(SystemExit, match="error: the precision check streams the embedded model"):
+        bench.main(["--cpu", "--precision-check", "0"])
