@@ -58,7 +58,7 @@ print(hashlib.sha1(repr(maps).encode()).hexdigest())
 @pytest.mark.heavy  # fresh interpreters importing transformers: seconds
 def test_transformers_import_structure_from_the_cache_is_the_one_its_scan_builds(tmp_path):
     """transformers' map of its names is the same built by its own scan (eager imports), by a first import that
-    writes the cache, and by a second that reads it (without writing it again)."""
+    writes the cache, by a second that reads it (without writing it again), and where no cache can be written."""
     import os
 
     def digest(**env) -> str:
@@ -71,6 +71,7 @@ def test_transformers_import_structure_from_the_cache_is_the_one_its_scan_builds
     files = {f: f.stat().st_mtime_ns for f in (tmp_path / "imports").glob("transformers-*.json")}
     assert own == written == digest() and len(files) == 2
     assert {f: f.stat().st_mtime_ns for f in files} == files
+    assert digest(TTA_CACHE="/proc/no-cache-can-be-made-here") == own  # an unwritable cache: the scan, as usual
 
 
 def test_an_editable_install_has_no_identity_to_cache_under():

@@ -206,20 +206,24 @@ def _cache_import_structure(module: types.ModuleType) -> None:
     def cached(module_path, prefix=None):
         key = hashlib.sha1(f"{identity}\n{module_path}\n{prefix}".encode()).hexdigest()[:16]
         if key not in made:
-            made[key] = _read_or_build(cache_root() / "imports" / f"transformers-{key}.json", real, module_path, prefix)
+            made[key] = _read_or_build(f"transformers-{key}.json", real, module_path, prefix)
         return made[key]
 
     module.define_import_structure = cached
 
 
-def _read_or_build(file, real: Callable, module_path, prefix) -> dict:
+def _read_or_build(name: str, real: Callable, module_path, prefix) -> dict:
+    """The structure kept in the cache's ``imports/name``, else built by ``real`` and kept (where the cache can be
+    written: an import never fails on the cache)."""
     try:
+        file = cache_root() / "imports" / name
         return {frozenset(backends): {name: set(objects) for name, objects in modules.items()}
                 for backends, modules in json.loads(file.read_text())}
     except (OSError, ValueError, TypeError, AttributeError):
         pass
     structure = real(module_path, prefix)
     try:
+        file = cache_root() / "imports" / name
         blob = json.dumps([[sorted(b), {n: sorted(o) for n, o in m.items()}] for b, m in structure.items()])
         file.parent.mkdir(parents=True, exist_ok=True)
         tmp = file.with_suffix(f".{os.getpid()}.tmp")
