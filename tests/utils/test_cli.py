@@ -113,6 +113,9 @@ from tta.utils.cli import end_process
 out = pathlib.Path(sys.argv[1])
 atexit.register(lambda: (out / "atexit").write_text("ran"))
 threading.Thread(target=lambda: (time.sleep(0.2), (out / "thread").write_text("done"))).start()
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(1)  # an idle worker, never shut down: the interpreter's exit stops it, so must this
+pool.submit(lambda: None).result()
 sys.stdout.write("buffered, without a newline")
 end_process(3)
 """
@@ -120,10 +123,10 @@ end_process(3)
 
 def test_the_process_end_keeps_what_a_normal_exit_does(tmp_path):
     """end_process skips the interpreter's teardown only: its code, the exit handlers, a running non-daemon thread
-    and buffered output are kept."""
+    and buffered output are kept, and an idle thread pool does not keep the process alive."""
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-c", END, str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", END, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stdout) == (3, "buffered, without a newline"), proc.stderr
     assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
 

@@ -239,9 +239,7 @@ def end_process(code: int | str | None) -> NoReturn:
     message instead of a code, the exit is the ordinary one."""
     if not (code is None or isinstance(code, int)) or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # as the interpreter does first: the thread pools' exit hooks, then every non-daemon thread
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
