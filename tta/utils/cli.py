@@ -234,9 +234,8 @@ def run_command(main: Callable[[], object]) -> NoReturn:
 def end_process(code: int | str | None) -> NoReturn:
     """Exit as ``sys.exit(code)`` does, without the interpreter's teardown of every module and object (seconds once
     torch, Lightning and open_clip are loaded: docs/results/first-run-time.md). What a normal exit does first still
-    runs: the other
-    non-daemon threads are waited for, the ``atexit`` handlers (logging's flush, loggers, loader workers) run and the
-    standard streams are flushed. Under a profiler or tracer, which write their output at teardown, or with a
+    runs: the other non-daemon threads are waited for, the ``atexit`` handlers (logging's flush, loggers, loader
+    workers) run and the standard streams are flushed. Under a profiler or tracer, which write their output at teardown, or with a
     message instead of a code, the exit is the ordinary one."""
     if not (code is None or isinstance(code, int)) or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
