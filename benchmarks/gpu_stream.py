@@ -4,6 +4,7 @@
     python benchmarks/gpu_stream.py --cpu                  # on a CPU: 64 queries, the embedded tiny model, float32
     python benchmarks/gpu_stream.py --adapters source,hatvtr --precisions 32-true --queries 300 loader_workers=8
     python benchmarks/gpu_stream.py --precision-check 0,1,2 --streams none   # only the evidence for the precision
+    python benchmarks/gpu_stream.py --rows rows.jsonl      # also the tables as row files (--layout measurements)
 
 The embedded benchmark's test set (built on first use; it is an MSR-VTT folder) is read as ``data=msrvtt`` with a
 randomly initialised open_clip ViT-B/32 (``model.arch=ViT-B-32 model.checkpoint=none``; the weights do not change
@@ -162,6 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
                                                                 "none (default: 0,1,2 on a GPU, none on a CPU)")
     parser.add_argument("--check-adapters", default="source,hatvtr")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--rows", help="also write the streams' table as a row file for docs/results/rows/ (and the "
+                                       "precision check's as <name>-precision.jsonl beside it)")
     args, extra = parser.parse_known_args(argv)
     import torch
 
@@ -178,10 +181,47 @@ def main(argv: list[str] | None = None) -> dict:
     if args.streams == "all":
         result["streams"] = stream_rows(args, extra, gpu)
         write_json(args.json, result)  # kept whatever the check does next
+        if args.rows:
+            write_stream_rows(args.rows, result["streams"])
     if seeds != "none":
         result["precision_check"] = precision_check(args, extra, gpu, seeds)
         write_json(args.json, result)
+        if args.rows:
+            write_check_rows(Path(args.rows).with_name(Path(args.rows).stem + "-precision.jsonl"),
+                             result["precision_check"])
     return result
+
+
+def _num(name: str, fmt: str = "{:.2f}") -> dict:
+    return {"name": name, "format": fmt, "align": "right"}
+
+
+def write_stream_rows(path: str, rows: list[dict]) -> None:
+    """The printed streams table as a row file (without the paper's rows, which hatvtr-runtime.jsonl holds)."""
+    from tta.reporting.measurements import write_measurements
+
+    columns = [{"name": "adapter"}, {"name": "precision"}, _num("ms/query"), _num("stream s"),
+               *(_num(k) for k in ROWS), _num("TFLOP/s", "{:.3g}"), _num("syncs/batch", "{:.1f}"),
+               _num("peak MiB", "{:.0f}")]
+    cells = [{"cells": {"adapter": r["adapter"], "precision": r["precision"], "ms/query": r["ms_per_query"],
+                        "stream s": r["stream_s"], **r["ms_per_batch"], "TFLOP/s": r["tflops"],
+                        "syncs/batch": r["host_syncs_per_batch"], "peak MiB": r["peak_gpu_mb"]},
+              "device": r["device"], "queries": r["queries"], "R@1": r["R@1"]} for r in rows]
+    write_measurements(path, columns, cells, missing="", title="Whole streams: ms/query, and ms per batch of 16 "
+                       "by stage (timed pass)")
+
+
+def write_check_rows(path: Path, rows: list[dict]) -> None:
+    from tta.reporting.measurements import write_measurements
+
+    columns = [{"name": "adapter"}, {"name": "arm"}, {"name": "against"}, {"name": "R@1 difference"},
+               {"name": "goal"}, {"name": "met"}]
+    cells = [{"cells": {"adapter": r["adapter"], "arm": r["arm"], "against": r["against"],
+                        "R@1 difference": (f"{r['net_queries']} queries (seeds {r['seeds']})" if "net_queries" in r
+                                           else f"{r['diff']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}], seeds "
+                                                f"{r['seeds']}"),
+                        "goal": r["goal"], "met": "yes" if r["met"] else "no"}} for r in rows]
+    write_measurements(path, columns, cells, title="Precision check: R@1 against the float32 reference")
 
 
 def text_trunk_installed() -> bool:
