@@ -21,7 +21,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,21 +105,13 @@ def measurement_tables(sources, title: str | None = None) -> list[MeasurementTab
     return tables
 
 
-def _git(*args: str) -> str:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout.strip()
-
-
 def _git_commit() -> str:
     """HEAD, marked ``+uncommitted`` where tracked files differ from it (the rows' code is then not that commit);
     docs/results/ is output, not code: a tool that rewrites several committed row files records HEAD in each."""
-    head = _git("rev-parse", "--short", "HEAD") or "unknown"
-    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/results")
-    return head + ("+uncommitted" if changed else "")
+    from tta.results.environment import git_revision
+
+    rev = git_revision(exclude=("docs/results",))
+    return "unknown" if rev is None else rev["commit"][:7] + ("+uncommitted" if rev["dirty"] else "")
 
 
 def machine_line() -> str:

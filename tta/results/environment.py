@@ -63,9 +63,10 @@ def versions() -> dict[str, str]:
             "open_clip": open_clip, "hydra": hydra.__version__, "numpy": numpy.__version__}
 
 
-def git_revision(path: str | Path | None = None) -> dict[str, Any] | None:
+def git_revision(path: str | Path | None = None, exclude: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """``{"commit", "dirty"}`` of the git checkout holding ``path`` (default: this package's source); None outside
-    a checkout or without git. Dirty = tracked files differ from the commit (untracked files do not count)."""
+    a checkout or without git. Dirty = tracked files differ from the commit (untracked files do not count), apart
+    from the ``exclude`` paths (relative to the checkout's root)."""
     import subprocess
 
     where = str(Path(path) if path else Path(__file__).resolve().parent)
@@ -73,8 +74,8 @@ def git_revision(path: str | Path | None = None) -> dict[str, Any] | None:
         head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
         if head.returncode != 0:
             return None
-        status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=20)
+        status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no", "--", ":/",
+                                 *(f":(top,exclude){p}" for p in exclude)], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
