@@ -5,6 +5,8 @@
     python benchmarks/gpu_stream.py --adapters source,hatvtr --precisions 32-true --queries 300 loader_workers=8
     python benchmarks/gpu_stream.py --precision-check 0,1,2 --streams none   # only the evidence for the precision
     python benchmarks/gpu_stream.py --rows rows.jsonl      # also the tables as row files (--layout measurements)
+    python benchmarks/gpu_stream.py --loader --streams none  # the query loader alone, CLIP transform in the loader
+                                                             # workers against on the device
 
 The embedded benchmark's test set (built on first use; it is an MSR-VTT folder) is read as ``data=msrvtt`` with a
 randomly initialised open_clip ViT-B/32 (``model.arch=ViT-B-32 model.checkpoint=none``; the weights do not change
@@ -25,6 +27,12 @@ every seed on the CPU in float32 and on the device in float32, TF32 matmuls (``m
 ``--precisions`` entry. It reports the device's float32 against the CPU's (goal: R@1 within one query, seed by
 seed) and every other precision against the device's float32, paired by seed and query (goal: a tie, the 95 %
 interval spanning zero), from the runs' per-query ranks.
+
+``--loader`` measures the query loader alone (no model), the floor of any stream on a fast card: the same test
+videos, shift and batches at 224 px, with the CLIP transform in the loader workers (``transform_device=loader``)
+and on the device after the copy (``model``), interleaved over ``--rounds``. Per mode: the ms per query the loader
+delivers (the main process waiting for batches, copying and transforming them), the workers' item ms per video,
+the MB per batch that cross from the workers to the device, and the transform's ms per batch.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ PAPER = {"source": (2.25, None), "tent": (26.26, 36.27), "read": (26.78, 36.73),
 #: HAT-VTR paper Table 9, ms/query x 16 = ms per batch (its "rm" reliable memory is counted here as "adapt")
 PAPER_HATVTR_BATCH = {"forward": 2.23 * 16, "backward": 21.2 * 16, "adapt": 2.45 * 16, "refine": 4.2 * 16,
                       "losses": 2.19 * 16}
-ROWS = ("decode_perturb", "load_wait", "to_device", "forward", "backward", "step", "losses", "adapt", "refine",
+ROWS = ("decode_perturb", "load_wait", "to_device", "transform", "forward", "backward", "step", "losses", "adapt", "refine",
         "score", "other")
 
 
@@ -162,6 +170,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--precision-check", default=None, help="seeds of the precision check, comma-separated, or "
                                                                 "none (default: 0,1,2 on a GPU, none on a CPU)")
     parser.add_argument("--check-adapters", default="source,hatvtr")
+    parser.add_argument("--loader", action="store_true", help="also the query loader alone, transform in the "
+                                                                  "workers against on the device")
+    parser.add_argument("--rounds", type=int, default=3, help="--loader: interleaved rounds per mode")
+    parser.add_argument("--workers", type=int, default=None, help="--loader: loader workers (default: the run's auto)")
     parser.add_argument("--json", help="also write the rows here")
     parser.add_argument("--rows", help="also write the streams' table as a row file for docs/results/rows/ (and the "
                                        "precision check's as <name>-precision.jsonl beside it)")
@@ -177,7 +189,12 @@ def main(argv: list[str] | None = None) -> dict:
             sys.exit(f"error: {line}")
         print(f"precision check skipped: {line}", flush=True)
         seeds = "none"
-    result = {"streams": [], "precision_check": []}
+    result = {"streams": [], "precision_check": [], "loader": []}
+    if args.loader:
+        result["loader"] = loader_rows(args, extra, gpu)
+        write_json(args.json, result)
+        if args.rows:
+            write_loader_rows(Path(args.rows).with_name(Path(args.rows).stem + "-loader.jsonl"), result["loader"])
     if args.streams == "all":
         result["streams"] = stream_rows(args, extra, gpu)
         write_json(args.json, result)  # kept whatever the check does next
@@ -222,6 +239,118 @@ def write_check_rows(path: Path, rows: list[dict]) -> None:
                                                 f"{r['seeds']}"),
                         "goal": r["goal"], "met": "yes" if r["met"] else "no"}} for r in rows]
     write_measurements(path, columns, cells, title="Precision check: R@1 against the float32 reference")
+
+
+def write_loader_rows(path: Path, rows: list[dict]) -> None:
+    from tta.reporting.measurements import write_measurements
+
+    columns = [{"name": "transform"}, {"name": "device"}, {"name": "workers", "format": "{:d}", "align": "right"},
+               _num("ms/query"), _num("worker ms/video"), _num("MB/batch", "{:.1f}"), _num("transform ms/batch"),
+               {"name": "rounds (ms/query)"}]
+    cells = [{"cells": {"transform": r["transform_device"], "device": r["device"], "workers": r["workers"],
+                        "ms/query": r["ms_per_query"], "worker ms/video": r["worker_ms_per_video"],
+                        "MB/batch": r["mb_per_batch"],
+                        "transform ms/batch": r["transform_ms_per_batch"],
+                        "rounds (ms/query)": ", ".join(f"{x:.2f}" for x in r["rounds_ms_per_query"])},
+              "queries": r["queries"]} for r in rows]
+    write_measurements(path, columns, cells, title="The query loader alone: the CLIP transform in the workers or on "
+                       "the device")
+
+
+def loader_rows(args, extra: list[str], gpu: bool) -> list[dict]:
+    """The query loader alone in both transform modes, interleaved (the module docstring)."""
+    import statistics
+
+    import torch
+
+    from tta.data.registry import load_pairs
+    from tta.data.workers import loader_workers
+
+    cfg, cache = loader_config(args, extra)
+    queries = args.queries or (64 if args.cpu else 1000)
+    pairs = load_pairs(cfg.data, "test", cache)[:queries]
+    workers = args.workers if args.workers is not None else loader_workers("auto", "cpu", "cpu")
+    device = torch.device("cuda" if gpu else "cpu")
+    frames = loader_frames(cfg, cache, pairs, workers)
+    found: dict[str, list[dict]] = {"loader": [], "model": []}
+    for _ in range(args.rounds):
+        for mode in found:
+            found[mode].append(loader_pass(cfg, pairs, frames, mode, workers, device))
+    rows = []
+    for mode, passes in found.items():
+        ms = [p["ms_per_query"] for p in passes]
+        best = passes[ms.index(statistics.median_low(ms))]
+        rows.append({**best, "transform_device": mode, "device": card()[0], "workers": workers, "queries": len(pairs),
+                     "rounds_ms_per_query": ms})
+        print(f"loader alone, transform on the {mode if mode == 'model' else 'loader workers'} ({device}, {workers} "
+              f"workers, {len(pairs)} queries): {best['ms_per_query']:.2f} ms/query (rounds "
+              f"{', '.join(f'{x:.2f}' for x in ms)}); workers {best['worker_ms_per_video']:.2f} ms/video; "
+              f"{best['mb_per_batch']:.1f} MB/batch from the workers to the device; transform "
+              f"{best['transform_ms_per_batch']:.2f} ms/batch", flush=True)
+    return rows
+
+
+def loader_config(args, extra: list[str]):
+    """(run config, cache root) of the loader measurement: the embedded test set as an MSR-VTT folder (or --root);
+    ``extra``: tta.run overrides (e.g. ``debug=tiny paths.cache_dir=...``)."""
+    from tta.data.registry import dataset_root
+    from tta.utils.config import compose
+    from tta.utils.paths import cache_root
+
+    base = compose("run", ["data=synth", *extra])
+    cache = cache_root(base.paths.cache_dir)
+    root = Path(args.root).resolve() if args.root else dataset_root(base.data, cache)
+    cfg = compose("run", ["data=msrvtt", f"data.root={root}", f"shift={args.shift}", f"shift.severity={args.severity}",
+                          *extra])
+    return cfg, cache
+
+
+def loader_frames(cfg, cache: Path, pairs: list, workers: int):
+    from tta.data.cache import run_frame_cache
+
+    frames = run_frame_cache(cache, cfg.data.num_frames, cfg.inputs.max_side)
+    frames.warm([p.video_path for p in pairs], "decoding query videos", workers)
+    return frames
+
+
+def loader_pass(cfg, pairs: list, frames, mode: str, workers: int, device) -> dict:
+    """One pass over the query batches as the stream's loader makes them, copied to ``device`` (pinned on CUDA) and
+    transformed there when ``mode`` is ``model``."""
+    import time
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from tta.data.stream import Collate, ShiftSpec, VideoItems
+    from tta.media.transforms import clip_transform_batch
+    from tta.utils.forking import fork_safe, loader_worker_init
+
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    items = VideoItems(pairs, frames, 224, ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed)),
+                       native=mode == "model")
+    loader = DataLoader(items, batch_size=16, num_workers=workers, collate_fn=Collate(), pin_memory=cuda,
+                        worker_init_fn=loader_worker_init)
+    item_s = moved = transform_s = 0.0
+    with fork_safe():
+        start = time.perf_counter()
+        for batch in loader:
+            item_s += batch["load_s"]
+            clips = batch.get("native", batch.get("video"))
+            clips = [c.to(device, non_blocking=cuda) for c in clips] if isinstance(clips, list) else \
+                clips.to(device, non_blocking=cuda)
+            moved += sum(c.nbytes for c in clips) if isinstance(clips, list) else clips.nbytes
+            if mode == "model":
+                t = time.perf_counter()
+                clip_transform_batch(clips, 224)
+                sync()
+                transform_s += time.perf_counter() - t
+            sync()
+        wall = time.perf_counter() - start
+    batches = max(1, -(-len(pairs) // 16))
+    return {"ms_per_query": 1000 * wall / len(pairs), "worker_ms_per_video": 1000 * item_s / len(pairs),
+            "mb_per_batch": moved / batches / 1e6,
+            "transform_ms_per_batch": 1000 * transform_s / batches}
 
 
 def text_trunk_installed() -> bool:

@@ -43,3 +43,22 @@ def test_a_precision_check_asked_for_without_the_embedded_text_trunk_is_refused_
     monkeypatch.setattr(bench, "stream_rows", lambda *a: pytest.fail("a stream ran before the refusal"))
     with pytest.raises(SystemExit, match="error: the precision check streams the embedded model"):
         bench.main(["--cpu", "--precision-check", "0"])
+
+
+def test_the_loader_alone_runs_both_transform_modes_on_the_same_batches(tiny_cache, tmp_path):
+    """``--loader`` on the tiny benchmark's test videos: both modes stream every query; the native frames that cross
+    from the workers are smaller than the 224-px float clips, and only the device mode times a transform."""
+    import json
+
+    import benchmarks.gpu_stream as bench
+    from tests.conftest import tiny_overrides
+
+    rows = tmp_path / "rows.jsonl"
+    found = bench.main(["--loader", "--streams", "none", "--queries", "24", "--rounds", "1", "--workers", "1",
+                        "--rows", str(rows), *tiny_overrides(tiny_cache)])["loader"]
+    by_mode = {r["transform_device"]: r for r in found}
+    assert set(by_mode) == {"loader", "model"} and {r["queries"] for r in found} == {24}
+    assert by_mode["model"]["mb_per_batch"] < by_mode["loader"]["mb_per_batch"] / 4
+    assert by_mode["model"]["transform_ms_per_batch"] > 0 == by_mode["loader"]["transform_ms_per_batch"]
+    written = [json.loads(line) for line in (tmp_path / "rows-loader.jsonl").read_text().splitlines()]
+    assert written[0]["header"] == "measurements" and len(written) == 3

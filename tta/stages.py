@@ -173,7 +173,7 @@ def data_settings(cfg: DictConfig) -> DataSettings:
     return DataSettings(str(cfg.task), int(cfg.batch_size), int(cfg.hubness.k), workers, gallery,
                         InputSettings(inputs.get("on_bad", "skip"), inputs.get("duplicates", "error"),
                                       int(inputs.get("min_frames", 1)), inputs.get("max_side")),
-                        shift.get("from_copy"), motion_store_enabled(shift))
+                        shift.get("from_copy"), motion_store_enabled(shift), str(cfg.get("transform_device", "auto")))
 
 
 def typed_overrides() -> list[str]:

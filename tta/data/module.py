@@ -23,6 +23,7 @@ from tta.data.screen import BadInputError, InputReport, screen_pairs
 from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStream
 from tta.data.settings import DataSettings
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
+from tta.media.transforms import clip_transform_batch
 from tta.models.retrieval import RetrievalModel
 from tta.utils.forking import loader_worker_init
 
@@ -157,8 +158,9 @@ class RetrievalDataModule(L.LightningDataModule):
         copy = self.copy if self.shifts[0].kind == side else None
         if side == "video":
             self.frames.warm([p.video_path for p in queries], "decoding query videos", self.settings.workers)
-            return [VideoItems(queries, self.frames, self.model.image_size, s if s.kind == "video" else ShiftSpec(), copy)
-                    for s in self.shifts]
+            native = self.transforms_on_device()
+            return [VideoItems(queries, self.frames, self.model.image_size, s if s.kind == "video" else ShiftSpec(), copy,
+                               native) for s in self.shifts]
         return [TextItems(queries, s if s.kind == "text" else ShiftSpec(), copy) for s in self.shifts]
 
     def test_dataloader(self) -> DataLoader:
@@ -177,6 +179,18 @@ class RetrievalDataModule(L.LightningDataModule):
         device without blocking (a no-op elsewhere)."""
         device = getattr(getattr(self.trainer, "strategy", None), "root_device", None)
         return device is not None and device.type == "cuda"
+
+    def transforms_on_device(self) -> bool:
+        """Whether query videos get the CLIP transform on the model's device (``transform_device``: ``model``, or
+        ``auto`` on CUDA) instead of in the loader."""
+        choice = self.settings.transform_device
+        return choice == "model" or (choice == "auto" and self.pins_memory())
+
+    def on_after_batch_transfer(self, batch, dataloader_idx: int):
+        """The CLIP transform of a batch that crossed as native frames, where the batch now is."""
+        if isinstance(batch, dict) and "native" in batch:
+            batch["video"] = clip_transform_batch(batch.pop("native"), self.model.image_size)
+        return batch
 
     def num_batches(self) -> int:
         """Batches left to stream (after ``start_batch``)."""

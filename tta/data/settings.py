@@ -57,6 +57,8 @@ class DataSettings:
         inputs: the screening rules.
         from_copy: ``shift.from_copy``: a perturbed copy the shifted side is read from.
         motion_store: ``shift.motion_store``: the flow blurs reuse stored optical flow.
+        transform_device: ``transform_device``: where query videos get the CLIP transform (``loader`` workers, the
+            ``model``'s device after the copy, or ``auto``: the model's on CUDA).
     """
 
     task: str
@@ -67,3 +69,15 @@ class DataSettings:
     inputs: InputSettings = field(default_factory=InputSettings)
     from_copy: str | None = None
     motion_store: bool = True
+    transform_device: str = "auto"
+
+    def __post_init__(self):
+        if self.transform_device not in TRANSFORM_DEVICES:
+            from tta.data.screen import BadInputError
+
+            raise BadInputError(f"transform_device={self.transform_device} is not one of {', '.join(TRANSFORM_DEVICES)}"
+                                "; use auto (the model's device on a GPU, else the loader), loader or model")
+
+
+#: where query videos get the CLIP transform (``transform_device``)
+TRANSFORM_DEVICES = ("auto", "loader", "model")

@@ -166,11 +166,17 @@ class PerturbedCopy:
 
 
 class VideoItems(Dataset):
-    """Normalised clips (T, 3, S, S) of a list of pairs, with the shift applied to the native frames first."""
+    """Normalised clips (T, 3, S, S) of a list of pairs, with the shift applied to the native frames first.
+
+    ``native=True`` leaves the CLIP transform to the model's device (:func:`tta.media.transforms.clip_transform_batch`
+    after the copy): an item then carries its shifted native frames (``native``), about a sixteenth of the bytes of a
+    224-px float clip to pass between processes and over the bus, and the workers skip the resize.
+    """
 
     def __init__(self, pairs: Sequence[VideoTextPair], frames: FrameCache, image_size: int, shift: ShiftSpec,
-                 copy: PerturbedCopy | None = None):
+                 copy: PerturbedCopy | None = None, native: bool = False):
         self.pairs, self.frames, self.size, self.shift, self.copy = pairs, frames, image_size, shift, copy
+        self.native = native and copy is None
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -184,11 +190,24 @@ class VideoItems(Dataset):
     def __getitem__(self, i: int) -> dict:
         start = time.perf_counter()
         if self.copy is not None or self.shift.kind != "video":
-            return {"index": i, "video": self.clip(i), "load_s": time.perf_counter() - start}
-        clean = self.frames.get(self.pairs[i].video_path)
-        native = self.shift.native(self.pairs[i], self.frames, clean)
-        return {"index": i, "video": clip_transform(native, self.size), "input_distance": pixel_distance(clean, native),
-                "load_s": time.perf_counter() - start}
+            item = {"index": i, **({"native": self.frames.get(self.pairs[i].video_path)} if self.native
+                                   else {"video": self.clip(i)})}
+        else:
+            clean = self.frames.get(self.pairs[i].video_path)
+            native = self.shift.native(self.pairs[i], self.frames, clean)
+            item = {"index": i, "input_distance": pixel_distance(clean, native),
+                    **({"native": native} if self.native else {"video": clip_transform(native, self.size)})}
+        item["load_s"] = time.perf_counter() - start
+        return item
+
+
+def stack_if_alike(clips: list[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]:
+    """One tensor when the clips share shape and dtype (one copy to the device), else the list (videos of a real
+    dataset differ in size)."""
+    first = clips[0]
+    if all(c.shape == first.shape and c.dtype == first.dtype for c in clips):
+        return torch.stack(clips)
+    return clips
 
 
 def pixel_distance(clean: torch.Tensor, shifted: torch.Tensor) -> float:
@@ -229,6 +248,8 @@ class Collate:
         out = {"index": torch.tensor([it["index"] for it in items], dtype=torch.long)}
         if "video" in items[0]:
             out["video"] = torch.stack([it["video"] for it in items])
+        if "native" in items[0]:  # shifted native frames: the CLIP transform runs after the copy to the device
+            out["native"] = stack_if_alike([it["native"] for it in items])
         if "input_distance" in items[0]:  # measured per shifted video query (tta/data/shift_effect.py)
             out["input_distance"] = torch.tensor([it["input_distance"] for it in items], dtype=torch.float64)
         if "text" in items[0]:

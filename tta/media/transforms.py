@@ -19,12 +19,14 @@ Short videos are padded to the sampled length by repeating the last frame (:func
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["CLIP_MEAN", "CLIP_STD", "clip_transform", "resize_short_side", "center_crop", "normalize", "pad_frames"]
+__all__ = ["CLIP_MEAN", "CLIP_STD", "clip_transform", "resize_short_side", "center_crop", "normalize", "pad_frames",
+           "clip_transform_batch"]
 
 #: CLIP's per-channel RGB mean (on ``[0, 1]`` values).
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -85,9 +87,16 @@ def center_crop(x: torch.Tensor, size: int = 224) -> torch.Tensor:
 
 def normalize(x: torch.Tensor, mean: Sequence[float] = CLIP_MEAN, std: Sequence[float] = CLIP_STD) -> torch.Tensor:
     """Per-channel ``(x - mean) / std`` of ``(T, C, H, W)`` float frames."""
-    m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    s = torch.as_tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    m, s = _channel_stats(tuple(mean), tuple(std), x.dtype, x.device)
     return (x - m) / s
+
+
+@functools.lru_cache(maxsize=16)
+def _channel_stats(mean: tuple, std: tuple, dtype: torch.dtype, device: torch.device) -> tuple:
+    """The (1, C, 1, 1) mean and std on ``device``, made once: a fresh copy per batch would be a blocking
+    host-to-device transfer on CUDA."""
+    return (torch.tensor(mean, dtype=dtype, device=device).view(1, -1, 1, 1),
+            torch.tensor(std, dtype=dtype, device=device).view(1, -1, 1, 1))
 
 
 def clip_transform(
@@ -130,6 +139,15 @@ def clip_transform(
     x = resize_short_side(x.contiguous(), size, long_side)
     x = center_crop(x, size)
     return normalize(x, mean, std).contiguous()
+
+
+def clip_transform_batch(clips: torch.Tensor | Sequence[torch.Tensor], size: int = 224) -> torch.Tensor:
+    """:func:`clip_transform` of a batch of clips: ``(B, T, H, W, 3)`` frames, or a list of ``(T, H, W, 3)`` clips
+    whose sizes differ; returns float32 ``(B, T, 3, size, size)``. Each frame is resampled on its own, so one call
+    over the batch gives the same values as one call per clip."""
+    if torch.is_tensor(clips):
+        return clip_transform(clips.flatten(0, 1), size).unflatten(0, clips.shape[:2])
+    return torch.stack([clip_transform(c, size) for c in clips])
 
 
 def pad_frames(frames: torch.Tensor, n: int) -> torch.Tensor:

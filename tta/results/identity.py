@@ -19,7 +19,8 @@ NOT_IDENTITY = ("logger", "trainer", "loader_workers", "skip_complete", "save", 
 
 # keys whose default computes what a config without the key computes: at the default they are left out, so a config
 # with the key and one without it name the same run
-SAME_AS_ABSENT = {"matmul_precision": "highest", "data.split": "test", "compile": False}
+SAME_AS_ABSENT = {"matmul_precision": "highest", "data.split": "test", "compile": False,
+                  "transform_device": "auto"}
 
 
 def identity_keys(config: dict) -> dict:

@@ -1,7 +1,8 @@
 """Where a run's stream time goes: cheap per-stage wall clocks (results.json ``time_s.split``).
 
 Stages of one batch: ``load_wait`` (the main process waiting for the next batch: decoding, perturbing and collating
-when no loader worker does it), ``to_device`` (host-to-device copy), ``forward`` (query encoding and similarity),
+when no loader worker does it), ``to_device`` (host-to-device copy), ``transform`` (the CLIP transform of videos
+that crossed as native frames, ``transform_device=model``), ``forward`` (query encoding and similarity),
 ``adapt`` (losses, backward, optimizer step, a second pass), ``refine`` (score refinement, e.g. the HSM, and a
 post-hoc refiner), ``score`` (keeping ranks and rows) and ``other`` (the rest of the step: per-batch bookkeeping,
 logging). ``decode_perturb`` is separate: the seconds the dataset spent producing the batch's items, in whichever
@@ -22,7 +23,9 @@ import time
 from collections import defaultdict
 
 #: stages outside a batch's step (the rest, and any finer stage a benchmark adds, are inside it)
-UNCLAIMED = ("load_wait", "to_device", "other", "decode_perturb")
+UNCLAIMED = ("load_wait", "to_device", "transform", "other", "decode_perturb")
+#: stages that run between two batches' steps, after the wait for data
+BEFORE_STEP = ("to_device", "transform")
 STAGES = ("load_wait", "to_device", "forward", "adapt", "refine", "score", "other")
 
 
@@ -80,6 +83,8 @@ class StageClock:
 #: adapter hooks and the stage each is charged to (wrapped on the instance: the class is untouched)
 ADAPTER_STAGES = (("transfer_batch_to_device", "to_device"), ("forward_queries", "forward"),
                   ("refine_scores", "refine"), ("kept.add", "score"))
+#: data-module hooks and their stages (Lightning calls the data module's after the copy when it defines one)
+DATA_STAGES = (("on_after_batch_transfer", "transform"),)
 
 
 def device_sync(module):
@@ -97,8 +102,9 @@ def device_sync(module):
 EXTRA_INSTRUMENTS: list = []
 
 
-def instrument(adapter, clock: StageClock) -> StageClock:
-    """Time ``adapter``'s hooks into ``clock`` (and its post-hoc refiner as ``refine``)."""
+def instrument(adapter, clock: StageClock, data=None) -> StageClock:
+    """Time ``adapter``'s hooks into ``clock`` (and its post-hoc refiner as ``refine``), and ``data``'s (a data
+    module) batch hooks."""
     for extra in EXTRA_INSTRUMENTS:
         extra(adapter, clock)
     adapter.stage_clock = clock  # the loop times its updates ("adapt") itself
@@ -108,6 +114,8 @@ def instrument(adapter, clock: StageClock) -> StageClock:
         *path, name = hook.split(".")  # a dotted hook belongs to a component the adapter composes
         owner = functools.reduce(getattr, path, adapter)
         setattr(owner, name, clock.timed(stage, getattr(owner, name)))
+    for hook, stage in DATA_STAGES if data is not None else ():
+        setattr(data, hook, clock.timed(stage, getattr(data, hook)))
     posthoc = getattr(adapter, "posthoc", None)
     if posthoc is not None:
         adapter.posthoc = _TimedCall(posthoc, clock)
@@ -148,8 +156,8 @@ def stream_clock_callback(clock: StageClock):
 
         def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
             now = time.perf_counter()
-            if self.last_end is not None:  # the transfer ran inside this gap: it has its own stage
-                clock.add("load_wait", max(0.0, now - self.last_end - self._since("to_device")))
+            if self.last_end is not None:  # the transfer ran inside this gap: it has its own stages
+                clock.add("load_wait", max(0.0, now - self.last_end - self._since()))
             self.step_start, self.claimed = now, self._claimed()
             if isinstance(batch, dict) and isinstance(batch.get("load_s"), float):
                 clock.add("decode_perturb", batch["load_s"])
@@ -158,13 +166,16 @@ def stream_clock_callback(clock: StageClock):
             now = time.perf_counter()
             clock.add("other", max(0.0, now - self.step_start - (self._claimed() - self.claimed)))
             self.last_end = now
-            self._mark = clock.seconds.get("to_device", 0.0)
+            self._mark = self._before_step()
 
         def _claimed(self) -> float:
             return sum(v for k, v in clock.seconds.items() if k not in UNCLAIMED)
 
-        def _since(self, stage: str) -> float:
-            return clock.seconds.get(stage, 0.0) - getattr(self, "_mark", 0.0)
+        def _before_step(self) -> float:
+            return sum(clock.seconds.get(k, 0.0) for k in BEFORE_STEP)
+
+        def _since(self) -> float:
+            return self._before_step() - getattr(self, "_mark", 0.0)
 
     return StreamClock()
 
