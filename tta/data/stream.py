@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, default_collate
 
 from tta.data.cache import FrameCache
 from tta.data.readers.msrvtt import VideoTextPair
@@ -206,7 +206,7 @@ def stack_if_alike(clips: list[torch.Tensor]) -> torch.Tensor | list[torch.Tenso
     dataset differ in size)."""
     first = clips[0]
     if all(c.shape == first.shape and c.dtype == first.dtype for c in clips):
-        return torch.stack(clips)
+        return default_collate(clips)
     return clips
 
 
@@ -246,8 +246,8 @@ class Collate:
     def __call__(self, items: list[dict]) -> dict:
         start = time.perf_counter()
         out = {"index": torch.tensor([it["index"] for it in items], dtype=torch.long)}
-        if "video" in items[0]:
-            out["video"] = torch.stack([it["video"] for it in items])
+        if "video" in items[0]:  # default_collate stacks straight into shared memory in a loader worker: the batch
+            out["video"] = default_collate([it["video"] for it in items])  # reaches the main process without a copy
         if "native" in items[0]:  # shifted native frames: the CLIP transform runs after the copy to the device
             out["native"] = stack_if_alike([it["native"] for it in items])
         if "input_distance" in items[0]:  # measured per shifted video query (tta/data/shift_effect.py)

@@ -144,7 +144,9 @@ class _Stack:
         self.load = load
 
     def __call__(self, indices) -> torch.Tensor:
-        return torch.stack([self.load(j) for j in indices])
+        from torch.utils.data import default_collate
+
+        return default_collate([self.load(j) for j in indices])  # in a worker: stacked into shared memory, not copied
 
 
 def shard(n: int, rank: int, world: int) -> range:
