@@ -61,3 +61,24 @@ def test_compile_must_be_true_or_false():
 
     with pytest.raises(ValueError, match="compile=yes is not true or false"):
         check_precision(OmegaConf.create({"trainer": {}, "compile": "yes"}))
+
+
+def test_a_real_compile_of_an_updating_run_gives_the_eager_recalls(tiny_cache, tmp_path, caplog, single_thread_torch):
+    """torch.compile itself (inductor and the C++ compiler, no mock) on Tent's stream: gradients flow through the
+    compiled encoder, nothing falls back, and the recalls are the eager run's (kernels may round differently, so the
+    scores are compared within a tolerance, the ranks exactly)."""
+    from tests.conftest import tiny_overrides
+    from tta.run import run
+    from tta.utils.config import compose
+
+    def go(compiled: bool):
+        extra = ("adapter=tent", "shift=gaussian", "shift.severity=5", "save.sims=true", "skip_complete=false",
+                 "resume=false", f"compile={str(compiled).lower()}")
+        return run(compose("run", tiny_overrides(tiny_cache, *extra)), tmp_path / str(compiled)), \
+            torch.load(tmp_path / str(compiled) / "sims.pt").float()
+
+    (eager, sims_e), (compiled, sims_c) = go(False), go(True)
+    assert "eagerly" not in caplog.text
+    assert compiled["config"]["compile"] is True and compiled["counters"]["updates"] > 0
+    assert compiled["retrieval"] == eager["retrieval"]
+    assert torch.allclose(sims_c, sims_e, atol=2e-3)
