@@ -36,8 +36,9 @@ def _tied(q: int, g: int, seed: int, levels: int = 4) -> torch.Tensor:
     return torch.randint(0, levels, (q, g), generator=gen).float() / levels
 
 
-def _stream(sims: torch.Tensor, layout: EvalLayout, batch: int = 7, k: int = 15, segment: int = 0) -> StreamScores:
-    acc = StreamScores(layout.gt, sims.shape[1], layout.gallery_class, k)
+def _stream(sims: torch.Tensor, layout: EvalLayout, batch: int = 7, k: int = 15, segment: int = 0,
+            sync_free: bool | None = None) -> StreamScores:
+    acc = StreamScores(layout.gt, sims.shape[1], layout.gallery_class, k, sync_free)
     for start in range(0, sims.shape[0], batch):
         acc.update(sims[start:start + batch], torch.arange(start, min(start + batch, sims.shape[0])), segment)
     return acc
@@ -117,6 +118,22 @@ def test_every_row_failed():
     _assert_same(segment_metrics(sims, layout, torch.zeros(6, dtype=torch.bool), _cfg(2)),
                  segment_summary(rows, 8, _cfg(2)))
     assert top1_collapse(rows["neighbours"][rows["finite"], 0], 8) == collapse_check(sims[rows["finite"]])
+
+
+@pytest.mark.parametrize(("q", "g", "k", "scores"), [(45, 30, 15, "ties"), (45, 30, 15, "random"),
+                                                     (20, 12, 15, "ties"), (33, 200, 10, "ties")])
+def test_the_sync_free_rows_equal_the_case_by_case_rows(q, g, k, scores):
+    """The GPU's path (every row counted and sorted, nothing read back) gives the CPU path's rows bit for bit: ties
+    at the ground truth and at the k-th neighbour, NaN and infinite rows, -0.0 beside 0.0, k above G."""
+    sims = _tied(q, g, seed=q + g) - 0.5 if scores == "ties" else torch.randn(q, g, generator=torch.Generator().manual_seed(1))
+    sims[[2, 7]] = float("nan")
+    sims[11, 3], sims[12, 0] = float("inf"), float("-inf")
+    sims[13] = torch.where(sims[13] == 0, torch.tensor(-0.0), sims[13])
+    layout = _wrapped(q, g)
+    want = _stream(sims, layout, batch=5, k=k, sync_free=False).compute()
+    got = _stream(sims, layout, batch=5, k=k, sync_free=True).compute()
+    assert want.keys() == got.keys() and all(torch.equal(want[name], got[name]) for name in want)
+    assert not got["finite"][[2, 7, 11, 12]].any() and got["finite"].sum() == q - 4
 
 
 @pytest.mark.gpu

@@ -28,6 +28,21 @@ from tta.metrics.retrieval import check_gt, finite_rows, ranks_by_row, ranks_wit
 STATES = ("index", "segment", "rank", "finite", "neighbours")
 
 
+def rows_without_sync(sims: torch.Tensor, gt: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
+    """(finite, ranks, neighbours) of a batch of 1:1 rows without reading anything back to the host: every row is
+    ranked by counting and sorted in full (stable), where the case-by-case path asks the values which case holds.
+    The same stable order and failures (rank G, neighbours -1), so the same results; on a GPU a batch's full sort
+    costs less than stalling the stream."""
+    gt = gt.to(sims.device)
+    finite = torch.isfinite(sims).all(dim=1)
+    target = sims.gather(1, gt[:, None])
+    before = torch.arange(sims.shape[1], device=sims.device)[None, :] < gt[:, None]
+    rank = (sims > target).sum(dim=1) + ((sims == target) & before).sum(dim=1) + 1
+    ranks = torch.where(finite, rank, sims.shape[1])
+    order = torch.sort(sims, dim=1, descending=True, stable=True).indices[:, :k]
+    return finite, ranks, torch.where(finite[:, None], order, -1)
+
+
 class StreamScores(Metric):
     """Per-row outcome of a scored query stream: ranks, failures and top-k neighbour lists.
 
@@ -36,13 +51,16 @@ class StreamScores(Metric):
         num_gallery: G, the gallery size.
         gallery_class: (G,) relevance class of each gallery item (multi-caption v2t); None when item j's is j.
         k: width of the neighbour lists kept per row (capped at G).
+        sync_free: score 1:1 rows with :func:`rows_without_sync` (None: when the rows are off the CPU).
     """
 
     full_state_update = False
     higher_is_better = None
 
-    def __init__(self, gt: torch.Tensor, num_gallery: int, gallery_class: torch.Tensor | None = None, k: int = 15):
+    def __init__(self, gt: torch.Tensor, num_gallery: int, gallery_class: torch.Tensor | None = None, k: int = 15,
+                 sync_free: bool | None = None):
         super().__init__()
+        self.sync_free = sync_free  # 1:1 rows by rows_without_sync; None = off the CPU (same results either way)
         self.num_gallery = int(num_gallery)
         self.k = min(int(k), self.num_gallery)
         self.register_buffer("gt", torch.as_tensor(gt, dtype=torch.long), persistent=False)
@@ -57,21 +75,29 @@ class StreamScores(Metric):
             raise ValueError(f"score rows have {sims.shape[1]} gallery columns, the stream has {self.num_gallery}")
         sims = sims.detach()
         index = index.to(device=self.gt.device, dtype=torch.long)
-        finite = finite_rows(sims)
-        if bool(finite.all()) and self.gallery_class is None:  # no copy of the rows
-            neighbours = stable_topk_indices(sims, self.k)
-            ranks = self._ranks_from_lists(sims, neighbours, self.gt[index])
+        if self.gallery_class is None and (self.sync_free if self.sync_free is not None else sims.device.type != "cpu"):
+            finite, ranks, neighbours = rows_without_sync(sims, self.gt[index], self.k)
         else:
-            ranks = ranks_with_failures(sims, self.gt[index], finite, self.gallery_class)
-            neighbours = torch.full((sims.shape[0], self.k), -1, dtype=torch.long, device=sims.device)
-            if bool(finite.any()):
-                neighbours[finite] = stable_topk_indices(sims[finite], self.k)
+            finite, ranks, neighbours = self._rows_by_cases(sims, self.gt[index])
         device = self.gt.device
         self.index.append(index)
         self.segment.append(torch.full_like(index, int(segment)))
         self.rank.append(ranks.to(device))
         self.finite.append(finite.to(device))
         self.neighbours.append(neighbours.reshape(-1).to(device))  # flat: one-dimensional states gather as rows
+
+    def _rows_by_cases(self, sims: torch.Tensor, gt: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(finite, ranks, neighbours) of a batch, each case at its own cost (the CPU's path: a finite block costs one
+        reduction and a top-k; reading which case holds synchronises a GPU)."""
+        finite = finite_rows(sims)
+        if bool(finite.all()) and self.gallery_class is None:  # no copy of the rows
+            neighbours = stable_topk_indices(sims, self.k)
+            return finite, self._ranks_from_lists(sims, neighbours, gt), neighbours
+        ranks = ranks_with_failures(sims, gt, finite, self.gallery_class)
+        neighbours = torch.full((sims.shape[0], self.k), -1, dtype=torch.long, device=sims.device)
+        if bool(finite.any()):
+            neighbours[finite] = stable_topk_indices(sims[finite], self.k)
+        return finite, ranks, neighbours
 
     @staticmethod
     def _ranks_from_lists(sims: torch.Tensor, neighbours: torch.Tensor, gt: torch.Tensor) -> torch.Tensor:
