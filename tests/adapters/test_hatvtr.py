@@ -49,7 +49,7 @@ def test_rm_keeps_the_most_diverse_and_truncates_by_delta():
     picked = rm.update(q, g, h, correct=torch.arange(10) % 2 == 0)
     assert picked.tolist() == [0, 9, 1]  # ⌊0.3·10⌋ = 3 largest δ (ties: batch order)
     assert torch.equal(rm.entropy, h[[0, 9, 1]])
-    assert rm.accuracy == pytest.approx(1 / 3)  # of 0, 9, 1 only 0 is marked correct
+    assert float(rm.accuracy) == pytest.approx(1 / 3)  # of 0, 9, 1 only 0 is marked correct
     q2 = torch.tensor([[100.0, 100.0], [0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])  # the outlier has the largest δ
     rm.update(q2, torch.zeros(4, 2), torch.full((4,), 0.9))
     assert len(rm) == 4  # 3 + ⌊0.3·4⌋ = 1

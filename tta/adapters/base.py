@@ -45,6 +45,7 @@ from tta.adapters.components.scores import KeptScores
 from tta.metrics import HUBNESS_KS
 from tta.models.retrieval import RetrievalModel
 from tta.utils.bounds import NON_NEGATIVE, POSITIVE, Int, Options, Real, bound
+from tta.utils.device_values import read_back
 
 log = logging.getLogger(__name__)
 
@@ -439,17 +440,9 @@ class OnlineAdapter(L.LightningModule):
         self.settle_history()
 
     def settle_history(self) -> None:
-        """The history's device values (losses, running R@1) as floats, read back in one transfer."""
-        slots = [(r, i) for r in self.history for i in range(len(r.losses)) if torch.is_tensor(r.losses[i])]
-        r1 = [r for r in self.history if torch.is_tensor(r.running_r1)]
-        if not slots and not r1:
-            return
-        values = torch.stack([r.losses[i].float().reshape(()) for r, i in slots]
-                             + [r.running_r1.float().reshape(()) for r in r1]).tolist()
-        for (r, i), v in zip(slots, values, strict=False):
-            r.losses[i] = v
-        for r, v in zip(r1, values[len(slots):], strict=True):
-            r.running_r1 = v
+        """The stream's device values as numbers, read back together: the history's losses, running R@1 and
+        per-step extras, and the counters (diagnostics kept as tensors, :mod:`tta.utils.device_values`)."""
+        read_back(*(vars(r) for r in self.history), self.counters)
         if torch.is_tensor(self.r1.total):
             self.r1.total = float(self.r1.total)
 

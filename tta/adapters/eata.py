@@ -179,10 +179,10 @@ class EATAAdapter(GalleryEntropyAdapter):
         e = entropies[s2]
         weights = torch.exp(e0 - e.detach())
         loss = (weights * e).mean()
-        self.note_value("eata/entropy", float(loss.detach()))
+        self.note_value("eata/entropy", loss)
         if self.fishers is not None:
             penalty = self.fisher_penalty()
-            self.note_value("eata/fisher", float(penalty.detach()))
+            self.note_value("eata/fisher", penalty)
             loss = loss + penalty
         return loss
 

@@ -195,10 +195,10 @@ class HATVTRAdapter(OnlineAdapter):
         record.extras["steps"] = []
 
     def on_batch_end(self, record: BatchRecord) -> None:
-        if self.rm is not None and not math.isnan(self.rm.accuracy):
-            record.extras["rm_accuracy"] = self.rm.accuracy
-            self.counters["rm_accuracy_last"] = self.rm.accuracy
-            self.counters["rm_accuracy_mean"] = self.rm_accuracy.add(self.rm.accuracy)
+        accuracy = self.rm.accuracy if self.rm is not None else None
+        if torch.is_tensor(accuracy):  # a device value, read back with the history at the end
+            record.extras["rm_accuracy"] = self.counters["rm_accuracy_last"] = accuracy
+            self.counters["rm_accuracy_mean"] = self.rm_accuracy.add(accuracy.double())  # summed as Python floats were
         if self.gate_cfg.enabled:
             record.extras["gate_factor"] = self._gate_factor
         if self.counters["na_candidates"]:
@@ -307,7 +307,7 @@ class HATVTRAdapter(OnlineAdapter):
             terms = self.loss_terms(fw, tg, entropy)
             if any(v is None for v in terms.values()):
                 return None
-            self._step_log.update({f"L_{k}": float(v.detach()) for k, v in terms.items()})
+            self._step_log.update({f"L_{k}": v.detach() for k, v in terms.items()})  # read back at the end
             total = sum(self.weight_of(k) * v for k, v in terms.items())
             if not isinstance(total, torch.Tensor) or not total.requires_grad:
                 return None

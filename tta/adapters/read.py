@@ -116,6 +116,6 @@ class READAdapter(GalleryEntropyAdapter):
     def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor:
         """fw.sims: (b, G) -> L = L_ra − L_bal."""
         loss, l_ra, l_bal = read_loss(self.logits(fw.sims), self.gamma, self.balance, self.balance_weight)
-        self.note_value("read/l_ra", float(l_ra.detach()))
-        self.note_value("read/l_bal", float(l_bal.detach()))
+        self.note_value("read/l_ra", l_ra)
+        self.note_value("read/l_bal", l_bal)
         return loss

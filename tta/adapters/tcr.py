@@ -13,7 +13,6 @@ unnormalised frame means, an empty mask gives NaN, ⌊ρ·b⌋ without a floor o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -114,9 +113,9 @@ class TCRAdapter(OnlineAdapter):
 
     def on_batch_end(self, record: BatchRecord) -> None:
         acc = self.queue.accuracy
-        if not math.isnan(acc):
+        if torch.is_tensor(acc):  # a device value, read back with the history at the end
             record.extras["queue_accuracy"] = acc
-            self.counters["queue_accuracy_mean"] = self.queue_accuracy.add(acc)
+            self.counters["queue_accuracy_mean"] = self.queue_accuracy.add(acc.double())
         if self.counters["rem_candidates"]:
             self.counters["rem_selected_frac"] = self.counters["rem_selected"] / self.counters["rem_candidates"]
         self.counters["queue_size"] = len(self.queue)
@@ -157,6 +156,6 @@ class TCRAdapter(OnlineAdapter):
         terms = {"rem": rem.loss, "uni": uniformity(q, self.uni_t), "emg": (modality_gap(q, c) - margin) ** 2}
         if self.record is not None:
             self.record.extras["steps"].append({"step": step, "selected_frac": rem.selected / max(1, rem.candidates),
-                                                 **{f"L_{k}": float(v.detach()) for k, v in terms.items()}})
+                                                 **{f"L_{k}": v.detach() for k, v in terms.items()}})
         total = sum(self.weights[k] * v for k, v in terms.items() if self.weights[k])
         return total if isinstance(total, torch.Tensor) and total.requires_grad else None

@@ -160,15 +160,15 @@ class InputDistances(L.Callback):
         self.values: list[torch.Tensor] = []
 
     def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-        if isinstance(batch, dict) and "input_distance" in batch:
-            self.values.append(batch["input_distance"].detach().cpu().float())
+        if isinstance(batch, dict) and "input_distance" in batch:  # kept where the batch is: read back at the end
+            self.values.append(batch["input_distance"].detach())
 
     def record(self) -> dict | None:
         """The input-change record of the video queries streamed in this process (a resumed run measures only the
         batches it streamed itself: ``num_items`` says how many)."""
         if not self.values:
             return None
-        d = torch.cat(self.values)
+        d = torch.cat([v.cpu() for v in self.values]).float()
         measured = d[~d.isnan()]
         return {"measure": VIDEO_MEASURE, "d_i": D_I_ABSENT, "num_items": int(d.numel()), "num_unmeasured": int(d.isnan().sum()),
                 "distance_mean": float(measured.mean()) if measured.numel() else None,

@@ -18,6 +18,7 @@ from tta.results.environment import cost_record, versions
 from tta.results.record import RunResults, ScoredRows
 from tta.results.segments import segment_summary, stream_means, top1_collapse, warn_failed
 from tta.shifts.video.mixed import is_mixed, plan_summary
+from tta.utils.device_values import read_back
 
 
 @dataclass
@@ -74,11 +75,13 @@ def score_stream(adapter, ctx: StreamContext, time_s: dict, **known: Any) -> tup
                      segments=[{key: v for key, v in s.items() if key not in ("hubness_by_k", "ranks")}
                                for s in segments])
     posthoc = getattr(adapter, "posthoc", None)
+    counters = {**adapter.counters, **(posthoc.stats() if posthoc is not None else {})}
+    read_back(counters)  # a refiner's stats may be device values
     results = RunResults(
         **run_identity(cfg, ctx), num_queries=n_q, num_gallery=num_g, evaluation=evaluation_record(ctx.layout, cfg.task),
         skipped=ctx.report.skipped_record(), input_notes=ctx.report.notes_record(), retrieval=retrieval, hubness=hub,
         median_convention=cfg.metrics.median, posthoc=getattr(posthoc, "name", "none"),
-        counters={**adapter.counters, **(posthoc.stats() if posthoc is not None else {})}, time_s=time_s,
+        counters=counters, time_s=time_s,
         versions=versions(), config=OmegaConf.to_container(cfg, resolve=True),
         collapse=top1_collapse(rows["neighbours"][finite, 0], num_g, float(cfg.get("collapse_share", 0.5))),
         **shift_record(shifts[0], ctx.video_pairs, ctx.copy), shift_implementation=_implementations(ctx),

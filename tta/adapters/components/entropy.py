@@ -158,7 +158,8 @@ class GalleryEntropyAdapter(OnlineAdapter):
         if self.record is not None:
             self.record.extras.setdefault(key, []).append(count / of if of else count)
 
-    def note_value(self, key: str, value: float) -> None:
-        """Record a per-step value (e.g. a loss term) in the batch's ``extras[key]`` only."""
+    def note_value(self, key: str, value: torch.Tensor | float) -> None:
+        """Record a per-step value (e.g. a loss term) in the batch's ``extras[key]`` only; a tensor stays on its
+        device until the history is read back at the end (:mod:`tta.utils.device_values`)."""
         if self.record is not None:
-            self.record.extras.setdefault(key, []).append(float(value))
+            self.record.extras.setdefault(key, []).append(value.detach() if torch.is_tensor(value) else float(value))

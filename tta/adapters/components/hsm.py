@@ -393,7 +393,7 @@ class HubnessSuppressionMemory:
     @torch.no_grad()
     def rerank(self, sims: torch.Tensor) -> torch.Tensor:
         """Posterior reranking (Use 2) of the scored rows, then append the raw rows to the bank."""
-        self.neg_entries += int(torch.count_nonzero(sims < 0))  # a bool sum would widen to int64 first
+        self.neg_entries += torch.count_nonzero(sims < 0)  # on the device (a bool sum would widen to int64 first)
         self.scored_entries += sims.numel()
         if not self.active:
             return sims
@@ -403,7 +403,10 @@ class HubnessSuppressionMemory:
 
     @property
     def negative_share(self) -> float:
-        return self.neg_entries / self.scored_entries if self.scored_entries else float("nan")
+        if not self.scored_entries:
+            return float("nan")
+        count = self.neg_entries.double() if torch.is_tensor(self.neg_entries) else self.neg_entries
+        return count / self.scored_entries  # float64, as the division of two Python ints
 
     def bank_stats(self) -> dict[str, float]:
         if self.bank is None:

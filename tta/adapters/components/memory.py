@@ -145,11 +145,12 @@ class ReliableMemory:
         return self.entropy.max()
 
     @property
-    def accuracy(self) -> float:
-        """Share of entries whose target is the true match (Fig. 10), NaN when unknown or empty."""
+    def accuracy(self) -> torch.Tensor | float:
+        """Share of entries whose target is the true match (Fig. 10): a 0-d tensor on the memory's device (not read
+        back here, :mod:`tta.utils.device_values`), NaN when unknown or empty."""
         if self.correct is None or self.empty:
             return float("nan")
-        return float(self.correct.float().mean())
+        return self.correct.float().mean()
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.score, self.query, self.target, self.entropy)

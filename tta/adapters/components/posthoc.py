@@ -157,7 +157,7 @@ class QBNorm(ScoreRefiner):
                 active[bank.topk(min(self.k, bank.shape[1]), dim=1).indices.flatten()] = True
                 rows = active[sims.argmax(dim=1)]
                 out = torch.where(rows.unsqueeze(1), normed, sims)
-                self.normalised += int(rows.sum())
+                self.normalised += rows.sum()  # on the device: read back when the stats are
             else:
                 out = normed
                 self.normalised += sims.shape[0]

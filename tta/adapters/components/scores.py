@@ -44,8 +44,8 @@ class KeptScores:
             if refines:
                 self.raw_rows.append(raw.cpu())
         missing = self.head_size - sum(len(r) for r in self.head_rows)
-        if missing > 0:  # the report's heatmap needs actual scores, not ranks
-            self.head_rows.append(sims[:missing, :self.head_size].cpu().clone())
+        if missing > 0:  # the report's heatmap needs actual scores, not ranks; read back with the results
+            self.head_rows.append(sims[:missing, :self.head_size].clone())
 
     def to(self, device: torch.device) -> None:
         """The accumulators on ``device`` (a checkpoint is unpickled on the CPU)."""
@@ -55,7 +55,7 @@ class KeptScores:
 
     def head_block(self) -> torch.Tensor | None:
         """The first ``head`` x ``head`` block of the scores (rows in stream order), or None when not kept."""
-        return torch.cat(self.head_rows) if self.head_rows else None
+        return torch.cat([r.cpu() for r in self.head_rows]) if self.head_rows else None
 
     def dense(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q, G) scored rows in stream order and the (Q,) query indices they belong to (kept while ``keep_rows``)."""

@@ -1,0 +1,85 @@
+"""Host synchronisations of a stream's batches, counted on the CPU: each call that would make the host wait for a GPU
+(``.item()``, ``float(t)``, ``bool(t)``, ``.cpu()``, ``.tolist()``, ``nonzero``, a boolean-mask index, ...) made by this
+project's code between a batch's start and end hooks (the step and the run's callbacks), by the function that made
+it. A method may keep only the ones its algorithm
+needs: the finite check of each backward pass, and for HAT-VTR and TCR the count of entries their noise-aware
+entropy keeps (it decides the loss). Scores, metrics, loss logs and diagnostics stay on the device until the end.
+
+The scoring accumulator is put on its GPU path (``sync_free``), which a CPU run does not take by itself."""
+
+from __future__ import annotations
+
+import collections
+import traceback
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tests.conftest import tiny_overrides
+
+#: the tensor functions that read a device value back to the host (or need its size: nonzero, boolean masks)
+READS = {"item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "nonzero",
+         "masked_select", "unique", "argwhere"}
+
+
+class HostReads(TorchFunctionMode):
+    """Counts READS whose caller (the innermost frame outside torch) is tta's own code, keyed by that function; calls
+    made inside torch.optim are left out (its step counters live on the CPU by design), and so are Lightning's."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: collections.Counter = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        masked = name in ("__getitem__", "__setitem__") and len(args) > 1 and any(
+            torch.is_tensor(i) and i.dtype == torch.bool for i in (args[1] if isinstance(args[1], tuple) else (args[1],)))
+        if name in READS or masked:
+            for frame in reversed(traceback.extract_stack()[:-1]):
+                if "/torch/optim/" in frame.filename:
+                    break
+                if "/torch/" not in frame.filename:
+                    if "/tta/" in frame.filename:
+                        self.calls[frame.name] += 1
+                    break
+        return func(*args, **kwargs or {})
+
+
+#: per batch of the tiny stream: {function: reads}; every gradient method updates 3 times per batch
+EXPECTED = {"source": {}, "hsm": {}, "qbnorm": {}, "tent": {"_backward": 3}, "read": {"_backward": 3},
+            "hatvtr": {"_backward": 3, "noise_aware_entropy": 6}, "tcr": {"_backward": 3, "noise_aware_entropy": 6}}
+
+
+@pytest.mark.parametrize("adapter", sorted(EXPECTED))
+def test_a_batch_reads_back_only_what_its_method_needs(tiny_cache, tmp_path, monkeypatch, single_thread_torch, adapter):
+    from lightning.pytorch.callbacks import Callback
+
+    from tta import stages
+    from tta.adapters.components.scores import KeptScores
+    from tta.run import run
+    from tta.utils.config import compose
+
+    mode, batches = HostReads(), []
+    build, track = stages.build_trainer, KeptScores.track
+
+    class Watch(Callback):  # last in the list: the step, the transfer's after-hook and every callback's batch end
+        def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+            batches.append(batch_idx)
+            mode.__enter__()
+
+        def on_test_batch_end(self, *args, **kwargs):
+            mode.__exit__(None, None, None)
+
+    def on_gpu_path(self, *args, **kwargs):
+        track(self, *args, **kwargs)
+        self.scored.sync_free = self.scored_raw.sync_free = True
+
+    monkeypatch.setattr(stages, "build_trainer", lambda cfg, callbacks, loggers: build(cfg, [*callbacks, Watch()],
+                                                                                        loggers))
+    monkeypatch.setattr(KeptScores, "track", on_gpu_path)
+    res = run(compose("run", tiny_overrides(tiny_cache, f"adapter={adapter}", "shift=gaussian", "shift.severity=5",
+                                            "skip_complete=false", "resume=false")), tmp_path)
+    assert len(batches) == 3 and res["num_queries"] == 40
+    per_batch = {name: count / len(batches) for name, count in mode.calls.items()}
+    assert per_batch == EXPECTED[adapter]
