@@ -119,6 +119,31 @@ def test_noise_aware_entropy_empty_mask(mode):
         assert math.isnan(res.loss.item())
 
 
+@pytest.mark.parametrize("mode", ["zero", "nan"])
+@pytest.mark.parametrize("e_m", [0.9, 0.1, float("nan")])
+def test_the_sync_free_noise_aware_entropy_equals_the_read_back_one(mode, e_m):
+    """A GPU's path (A's size never read back) against the CPU's: the same loss up to the order of the sum, the same
+    gradients and counts, an empty A included; a NaN entropy (never in A) gives both a NaN gradient, so the update is
+    skipped on either path."""
+    def run(sync_free: bool):
+        h = torch.tensor([0.2, 0.5, float("nan"), 0.9, 1.2, 0.05], requires_grad=True)
+        res = noise_aware_entropy(h, e_m, empty_mask=mode, sample_weight=torch.tensor([1.0, 0.5, 1, 1, 1, 2]),
+                                  sync_free=sync_free)
+        if res.loss.requires_grad:
+            res.loss.backward()
+        return res, h.grad
+
+    (cpu, grad_cpu), (free, grad_free) = run(False), run(True)
+    assert int(free.selected) == cpu.selected and bool(free.empty) == cpu.empty and free.candidates == cpu.candidates
+    assert float(free.selected_frac) == cpu.selected_frac
+    torch.testing.assert_close(free.loss, cpu.loss, equal_nan=True)
+    if grad_cpu is not None:
+        torch.testing.assert_close(grad_free, grad_cpu, equal_nan=True)
+        assert grad_free[2].isnan()
+    elif grad_free is not None:  # an empty A: no gradient on either path
+        assert (grad_free == 0).all()
+
+
 def test_uniformity_terms_by_hand():
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(4, 3, generator=gen)

@@ -2,10 +2,11 @@
 (``.item()``, ``float(t)``, ``bool(t)``, ``.cpu()``, ``.tolist()``, ``nonzero``, a boolean-mask index, ...) made by this
 project's code between a batch's start and end hooks (the step and the run's callbacks), by the function that made
 it. A method may keep only the ones its algorithm
-needs: the finite check of each backward pass, and for HAT-VTR and TCR the count of entries their noise-aware
-entropy keeps (it decides the loss). Scores, metrics, loss logs and diagnostics stay on the device until the end.
+needs: the finite check of each backward pass (it decides whether to step). Scores, metrics, loss logs and
+diagnostics stay on the device until the end.
 
-The scoring accumulator is put on its GPU path (``sync_free``), which a CPU run does not take by itself."""
+The code that has a sync-free path (the scoring accumulator, the noise-aware entropy) is made to take it on the CPU
+(``SYNC_FREE_ON_CPU``), as it does by itself on a GPU."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class HostReads(TorchFunctionMode):
 
 #: per batch of the tiny stream: {function: reads}; every gradient method updates 3 times per batch
 EXPECTED = {"source": {}, "hsm": {}, "qbnorm": {}, "tent": {"_backward": 3}, "read": {"_backward": 3},
-            "hatvtr": {"_backward": 3, "noise_aware_entropy": 6}, "tcr": {"_backward": 3, "noise_aware_entropy": 6}}
+            "hatvtr": {"_backward": 3}, "tcr": {"_backward": 3}}
 
 
 @pytest.mark.parametrize("adapter", sorted(EXPECTED))
@@ -56,12 +57,12 @@ def test_a_batch_reads_back_only_what_its_method_needs(tiny_cache, tmp_path, mon
     from lightning.pytorch.callbacks import Callback
 
     from tta import stages
-    from tta.adapters.components.scores import KeptScores
     from tta.run import run
+    from tta.utils import device_values
     from tta.utils.config import compose
 
     mode, batches = HostReads(), []
-    build, track = stages.build_trainer, KeptScores.track
+    build = stages.build_trainer
 
     class Watch(Callback):  # last in the list: the step, the transfer's after-hook and every callback's batch end
         def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
@@ -71,13 +72,9 @@ def test_a_batch_reads_back_only_what_its_method_needs(tiny_cache, tmp_path, mon
         def on_test_batch_end(self, *args, **kwargs):
             mode.__exit__(None, None, None)
 
-    def on_gpu_path(self, *args, **kwargs):
-        track(self, *args, **kwargs)
-        self.scored.sync_free = self.scored_raw.sync_free = True
-
     monkeypatch.setattr(stages, "build_trainer", lambda cfg, callbacks, loggers: build(cfg, [*callbacks, Watch()],
                                                                                         loggers))
-    monkeypatch.setattr(KeptScores, "track", on_gpu_path)
+    monkeypatch.setattr(device_values, "SYNC_FREE_ON_CPU", True)
     res = run(compose("run", tiny_overrides(tiny_cache, f"adapter={adapter}", "shift=gaussian", "shift.severity=5",
                                             "skip_complete=false", "resume=false")), tmp_path)
     assert len(batches) == 3 and res["num_queries"] == 40

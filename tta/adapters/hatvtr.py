@@ -43,6 +43,7 @@ from tta.adapters.components.options import build_options
 from tta.adapters.components.profiling import Stopwatch
 from tta.metrics.hubness import hubness_from_occurrence
 from tta.utils.bounds import NON_NEGATIVE, POSITIVE, Int, Options, bound
+from tta.utils.device_values import ratio
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ class HATVTRAdapter(OnlineAdapter):
         if self.gate_cfg.enabled:
             record.extras["gate_factor"] = self._gate_factor
         if self.counters["na_candidates"]:
-            self.counters["na_selected_frac"] = self.counters["na_selected"] / self.counters["na_candidates"]
+            self.counters["na_selected_frac"] = ratio(self.counters["na_selected"], self.counters["na_candidates"])
         self.counters["neg_sim_share"] = self.hsm.negative_share
         self.counters.update(self.hsm.bank_stats())
         if self.rm is not None:
@@ -272,9 +273,9 @@ class HATVTRAdapter(OnlineAdapter):
             na = noise_aware_entropy(entropy, self.rm.max_entropy, self.na_cfg.eps, self.na_cfg.empty_mask, weights)
             self.counters["na_selected"] += na.selected
             self.counters["na_candidates"] += na.candidates
-            self.counters["na_empty_mask"] += int(na.empty)
+            self.counters["na_empty_mask"] += na.empty
             terms["na"] = na.loss
-            self._step_log["selected_frac"] = na.selected / max(1, na.candidates)
+            self._step_log["selected_frac"] = na.selected_frac
         if w.w_uni * w.w_inter:
             terms["inter"] = uniformity(tg.query, w.uni_t)
         if self.task == "v2t" and w.w_uni * w.w_intra:

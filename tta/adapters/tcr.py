@@ -31,6 +31,7 @@ from tta.adapters.components.losses import (
 from tta.adapters.components.memory import ReliableMemory
 from tta.adapters.components.options import build_options
 from tta.utils.bounds import NON_NEGATIVE, POSITIVE, UNIT, Int, Options, bound
+from tta.utils.device_values import ratio
 
 
 @dataclass
@@ -117,7 +118,7 @@ class TCRAdapter(OnlineAdapter):
             record.extras["queue_accuracy"] = acc
             self.counters["queue_accuracy_mean"] = self.queue_accuracy.add(acc.double())
         if self.counters["rem_candidates"]:
-            self.counters["rem_selected_frac"] = self.counters["rem_selected"] / self.counters["rem_candidates"]
+            self.counters["rem_selected_frac"] = ratio(self.counters["rem_selected"], self.counters["rem_candidates"])
         self.counters["queue_size"] = len(self.queue)
 
     # ------------------------------------------------------------------------------------------ features
@@ -149,13 +150,13 @@ class TCRAdapter(OnlineAdapter):
         rem = noise_aware_entropy(entropy, self.queue.max_entropy, self.eps, self.empty_mask)
         self.counters["rem_selected"] += rem.selected
         self.counters["rem_candidates"] += rem.candidates
-        self.counters["rem_empty_mask"] += int(rem.empty)
+        self.counters["rem_empty_mask"] += rem.empty
         if rem.loss is None:
             return None
         margin = modality_gap(self.queue.query, self.queue.target)
         terms = {"rem": rem.loss, "uni": uniformity(q, self.uni_t), "emg": (modality_gap(q, c) - margin) ** 2}
         if self.record is not None:
-            self.record.extras["steps"].append({"step": step, "selected_frac": rem.selected / max(1, rem.candidates),
+            self.record.extras["steps"].append({"step": step, "selected_frac": rem.selected_frac,
                                                  **{f"L_{k}": v.detach() for k, v in terms.items()}})
         total = sum(self.weights[k] * v for k, v in terms.items() if self.weights[k])
         return total if isinstance(total, torch.Tensor) and total.requires_grad else None

@@ -24,6 +24,7 @@ from torchmetrics.utilities import dim_zero_cat
 
 from tta.metrics.hubness import occurrence_from_neighbours, stable_topk_indices
 from tta.metrics.retrieval import check_gt, finite_rows, ranks_by_row, ranks_with_failures
+from tta.utils.device_values import without_sync
 
 STATES = ("index", "segment", "rank", "finite", "neighbours")
 
@@ -75,7 +76,7 @@ class StreamScores(Metric):
             raise ValueError(f"score rows have {sims.shape[1]} gallery columns, the stream has {self.num_gallery}")
         sims = sims.detach()
         index = index.to(device=self.gt.device, dtype=torch.long)
-        if self.gallery_class is None and (self.sync_free if self.sync_free is not None else sims.device.type != "cpu"):
+        if self.gallery_class is None and without_sync(sims, self.sync_free):
             finite, ranks, neighbours = rows_without_sync(sims, self.gt[index], self.k)
         else:
             finite, ranks, neighbours = self._rows_by_cases(sims, self.gt[index])

@@ -25,3 +25,21 @@ def read_back(*containers) -> None:
         values = torch.stack([node[key].detach().reshape(()) for node, key in places]).tolist()
         for (node, key), value in zip(places, values, strict=True):
             node[key] = value
+
+
+def ratio(count, total):
+    """``count / total`` in float64, as the division of two Python numbers gives, whether ``count`` is a number or a
+    device value (which stays on its device)."""
+    return (count.double() if torch.is_tensor(count) else count) / total
+
+
+#: take the sync-free paths on the CPU too: tests count on the CPU what a GPU's host would wait for
+SYNC_FREE_ON_CPU = False
+
+
+def without_sync(values: torch.Tensor, asked: bool | None = None) -> bool:
+    """Whether code with a sync-free path takes it for ``values``: ``asked`` when given, else off the CPU (where the
+    case-by-case path costs less and reads back nothing that a device would wait for)."""
+    if asked is not None:
+        return asked
+    return values.device.type != "cpu" or SYNC_FREE_ON_CPU

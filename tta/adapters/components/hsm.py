@@ -32,6 +32,7 @@ import torch
 
 from tta.metrics.hubness import k_occurrence
 from tta.utils.bounds import POSITIVE, UNIT, Int, Options, Real, bound
+from tta.utils.device_values import ratio
 
 log = logging.getLogger(__name__)
 
@@ -405,8 +406,7 @@ class HubnessSuppressionMemory:
     def negative_share(self) -> float:
         if not self.scored_entries:
             return float("nan")
-        count = self.neg_entries.double() if torch.is_tensor(self.neg_entries) else self.neg_entries
-        return count / self.scored_entries  # float64, as the division of two Python ints
+        return ratio(self.neg_entries, self.scored_entries)
 
     def bank_stats(self) -> dict[str, float]:
         if self.bank is None:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from tta.adapters.components.entropy import softmax_entropy
+from tta.utils.device_values import ratio, without_sync
 
 EMPTY_MASK = ("zero", "skip", "nan")
 
@@ -46,17 +47,23 @@ class NAResult:
     """L_NA of one step. ``loss`` is None when the mask is empty and ``empty_mask=skip``."""
 
     loss: torch.Tensor | None
-    selected: int
+    selected: int | torch.Tensor  # a device value on the sync-free path
     candidates: int
     weights: torch.Tensor
 
     @property
-    def empty(self) -> bool:
+    def empty(self) -> bool | torch.Tensor:
         return self.selected == 0
+
+    @property
+    def selected_frac(self) -> float | torch.Tensor:
+        """The share of candidates in A (a device value on the sync-free path)."""
+        return ratio(self.selected, max(1, self.candidates))
 
 
 def noise_aware_entropy(entropy: torch.Tensor, e_m: torch.Tensor | float, eps: float = 1e-3,
-                        empty_mask: str = "zero", sample_weight: torch.Tensor | None = None) -> NAResult:
+                        empty_mask: str = "zero", sample_weight: torch.Tensor | None = None,
+                        sync_free: bool | None = None) -> NAResult:
     """L_NA = (1/|A|) Σ_{i∈A} w_i H_i, w_i = max(0, 1 − sg(H_i)/(E_m + eps)), A = {i : H_i ≤ E_m} (Eq. 11, code).
 
     Args:
@@ -66,6 +73,8 @@ def noise_aware_entropy(entropy: torch.Tensor, e_m: torch.Tensor | float, eps: f
         empty_mask: what an empty A gives (docs/methods/hatvtr.md): ``zero`` (0, the other terms still step), ``skip``
             (no update this step) or ``nan`` (the reference code's NaN mean).
         sample_weight: (b,) extra detached per-query weights (the ``hub_weighting`` hook), or None.
+        sync_free: average over A without reading its size back to the host (None: off the CPU, unless
+            ``empty_mask=skip``, whose decision needs it); the same loss up to the order of the sum.
     """
     empty_mask = empty_mask_choice(empty_mask)
     h = entropy.detach()
@@ -74,6 +83,15 @@ def noise_aware_entropy(entropy: torch.Tensor, e_m: torch.Tensor | float, eps: f
     if sample_weight is not None:
         weights = weights * sample_weight.to(weights)
     mask = h <= e_m
+    if empty_mask != "skip" and without_sync(h, sync_free):
+        count = mask.sum()
+        empty = entropy.new_zeros(()) if empty_mask == "zero" else entropy.new_tensor(float("nan"))
+        # the product before the mask, as the indexed form: a NaN entropy outside a non-empty A gives a NaN gradient
+        # there on either path (the base's finite check then skips the update); an empty A gives no gradient at all
+        kept = torch.where(count > 0, weights, 0.0)
+        mean = torch.where(mask, entropy * kept, 0.0).sum() / count.clamp(min=1)
+        return NAResult(loss=torch.where(count > 0, mean, empty), selected=count, candidates=int(h.numel()),
+                        weights=weights)
     selected = int(mask.sum())
     if selected == 0:
         loss = {"zero": entropy.new_zeros(()), "skip": None, "nan": entropy.new_tensor(float("nan"))}[empty_mask]
