@@ -322,3 +322,13 @@ def test_run_hatvtr(tiny_cache, tmp_path, model, task, shift):
     assert [len(h["extras"]["steps"]) for h in history] == [3, 3]
     if task == "t2v":
         assert "L_intra" not in history[0]["extras"]["steps"][0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_noise_aware_entropy_on_cuda_takes_the_sync_free_path():
+    h = torch.tensor([0.2, 0.5, 0.9, 1.2], device="cuda", requires_grad=True)
+    res = noise_aware_entropy(h, 0.9)
+    assert torch.is_tensor(res.selected) and res.selected.is_cuda and int(res.selected) == 3
+    cpu = noise_aware_entropy(h.detach().cpu(), 0.9)
+    torch.testing.assert_close(res.loss.cpu(), cpu.loss)

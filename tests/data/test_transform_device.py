@@ -58,3 +58,13 @@ def test_scores_do_not_depend_on_where_the_transform_runs(tiny_cache, tmp_path, 
     assert a["retrieval"] == b["retrieval"] and a["hubness"] == b["hubness"]
     assert b["time_s"]["split"]["transform"] > a["time_s"]["split"]["transform"]
     assert b["config"]["transform_device"] == "model"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_transform_on_cuda_is_the_cpu_transform_up_to_rounding():
+    """A GPU resamples with its own kernels: the same clips up to float rounding, not bit for bit."""
+    clips = torch.stack([_clip(i, 96, 128) for i in range(4)])
+    cpu = clip_transform_batch(clips, 224)
+    cuda = clip_transform_batch(clips.cuda(), 224).cpu()
+    torch.testing.assert_close(cuda, cpu, atol=1e-4, rtol=1e-4)
