@@ -97,3 +97,34 @@ def test_the_key_version_and_everything_a_gallery_depends_on_enter_the_key(monke
     assert key(clean) == key(replace(clean, options=(("sigma", 0.1),), device="cuda"))
     monkeypatch.setattr(gallery, "GALLERY_KEY_VERSION", gallery.GALLERY_KEY_VERSION + 1)
     assert key() != plain
+
+
+def test_a_remembered_digest_follows_every_change_of_the_weights(monkeypatch):
+    """The digest is hashed once per state of a model's tensors: again after an in-place update (an optimizer step),
+    a load, a cast, a replaced tensor or a new buffer value, never served stale."""
+    import tta.data.gallery as gallery
+
+    hashed = []
+    real = gallery._hash_state
+    monkeypatch.setattr(gallery, "_hash_state", lambda m: hashed.append(1) or real(m))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    first = weights_digest(model)
+    assert weights_digest(model) == first and len(hashed) == 1  # unchanged: remembered
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    fresh.load_state_dict(model.state_dict())
+    assert weights_digest(fresh) == first  # another model object with the same bytes: the same digest
+
+    def changed(step) -> str:
+        before = len(hashed)
+        step()
+        digest = weights_digest(model)
+        assert len(hashed) == before + 1
+        return digest
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.randn(3, 4)).sum().backward()
+    stepped = changed(optimizer.step)
+    assert stepped != first and changed(lambda: model.load_state_dict(fresh.state_dict())) == first  # back again
+    seen = {first, stepped, changed(lambda: setattr(model[0].weight, "data", torch.randn(4, 4))),
+            changed(lambda: model[1].running_mean.add_(1.0)), changed(model.double)}
+    assert len(seen) == 5
