@@ -137,8 +137,10 @@ class LogBatches(L.Callback):
 def batch_terms(extras: dict) -> dict[str, float]:
     """A batch's numeric extras as ``adapt/<name>``: scalars as they are, per-step lists and the ``steps`` records
     by their last step (the values after the batch's final update). Values the method keeps on its device are read
-    here, once per batch: a logger's per-step curves cost that synchronisation."""
-    extras = {k: _number(v) for k, v in extras.items()}
+    back here, in place and together: a logger's per-step curves cost that synchronisation."""
+    from tta.utils.device_values import read_back
+
+    read_back(extras)
     out: dict[str, float] = {}
     for key, value in extras.items():
         if key == "steps":
@@ -150,19 +152,6 @@ def batch_terms(extras: dict) -> dict[str, float]:
         elif isinstance(value, list) and value and isinstance(value[-1], (int, float)):
             out[f"adapt/{key}"] = float(value[-1])
     return out
-
-
-def _number(value):
-    """``value`` with its one-element tensors (in lists and dicts, nested) as numbers."""
-    import torch
-
-    if torch.is_tensor(value) and value.numel() == 1:
-        return value.item()
-    if isinstance(value, list):
-        return [_number(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _number(v) for k, v in value.items()}
-    return value
 
 
 def run_callbacks(cfg: DictConfig, run_dir: Path, state: dict | None, loggers: list,
