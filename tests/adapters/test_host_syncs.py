@@ -1,9 +1,8 @@
 """Host synchronisations of a stream's batches, counted on the CPU: each call that would make the host wait for a GPU
 (``.item()``, ``float(t)``, ``bool(t)``, ``.cpu()``, ``.tolist()``, ``nonzero``, a boolean-mask index, ...) made by this
 project's code between a batch's start and end hooks (the step and the run's callbacks), by the function that made
-it. A method may keep only the ones its algorithm
-needs: the finite check of each backward pass (it decides whether to step). Scores, metrics, loss logs and
-diagnostics stay on the device until the end.
+it. A method may keep only the ones its algorithm needs: the finite check of each backward pass (it decides whether
+to step). Scores, metrics, loss logs and diagnostics stay on the device until the end.
 
 The code that has a sync-free path (the scoring accumulator, the noise-aware entropy) is made to take it on the CPU
 (``SYNC_FREE_ON_CPU``), as it does by itself on a GPU."""
