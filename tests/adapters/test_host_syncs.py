@@ -46,9 +46,20 @@ class HostReads(TorchFunctionMode):
         return func(*args, **kwargs or {})
 
 
-#: per batch of the tiny stream: {function: reads}; every gradient method updates 3 times per batch
-EXPECTED = {"source": {}, "hsm": {}, "qbnorm": {}, "tent": {"_backward": 3}, "read": {"_backward": 3},
-            "hatvtr": {"_backward": 3}, "tcr": {"_backward": 3}}
+#: per batch of the tiny stream: {function: reads}; every gradient method updates 3 times per batch (EATA, whose
+#: filters keep few queries of the tiny stream, once in 3 batches); SAR adapts twice per update (SAM)
+EXPECTED = {
+    "source": {}, "hsm": {}, "qbnorm": {}, "dsl": {},
+    "tent": {"_backward": 3}, "read": {"_backward": 3}, "hatvtr": {"_backward": 3}, "tcr": {"_backward": 3},
+    # the methods' own decisions on the host: EATA's entropy and redundancy filters pick the queries of its loss
+    "eata": {"_backward": 1 / 3, "select": 17 / 3},
+    # SAR's reliable set and second-pass set decide its loss and whether to step; the loss EMA its recovery reset
+    # compares with a threshold after every update
+    "sar": {"_backward": 6, "reliable": 3, "second_pass": 15},
+    # no-regret's guard: the skewness gain of the adapted bank over the reference bank and the top-1 agreement decide,
+    # on the host, which scores a batch returns and whether to roll back
+    "noregret": {"_backward": 3, "_occurrence_vector": 4, "k_occurrence": 4, "refine_scores": 1},
+}
 
 
 @pytest.mark.parametrize("adapter", sorted(EXPECTED))
