@@ -26,7 +26,7 @@ from collections import defaultdict
 UNCLAIMED = ("load_wait", "to_device", "transform", "other", "decode_perturb")
 #: stages that run between two batches' steps, after the wait for data
 BEFORE_STEP = ("to_device", "transform")
-STAGES = ("load_wait", "to_device", "forward", "adapt", "refine", "score", "other")
+STAGES = ("load_wait", "to_device", "transform", "forward", "adapt", "refine", "score", "other")
 
 
 def sync_requested() -> bool:
