@@ -229,9 +229,9 @@ def test_debug_tiny_is_the_tests_tiny_configuration(tiny_cache):
 @pytest.mark.slow
 def test_smallest_experiment_runs_through_hydra_multirun_and_reports(tiny_cache, tmp_path):
     sweep = tmp_path / "sweep"
-    # mixed-severity restricted to one backbone: 2 jobs (source, hatvtr), on the tiny benchmark
+    # mixed-severity restricted to one backbone and one seed: 2 jobs (source, hatvtr), on the tiny benchmark
     cmd = [sys.executable, "-m", "tta.run", "-m", "experiment=mixed-severity", "debug=tiny",
-           f"paths.cache_dir={tiny_cache}", "model=clip4clip", "data.subset=16", f"hydra.sweep.dir={sweep}"]
+           f"paths.cache_dir={tiny_cache}", "model=clip4clip", "seed=0", "data.subset=16", f"hydra.sweep.dir={sweep}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     results = [json.loads(f.read_text()) for f in sweep.rglob("results.json")]
