@@ -115,23 +115,39 @@ def test_categories_of_the_embedded_benchmark(tiny_cache, tmp_path):
 
 
 def test_repeated_runs_reuse_the_sentence_encodings_and_the_clean_reference(tiny_cache, tmp_path, monkeypatch):
-    """A sweep runs many adapters over the same shifted stream in one process: the caption distances and the clean
-    reference are computed once and reused, and a reused value gives the same record as a fresh one."""
+    """A sweep runs many adapters over the same shifted stream, in one process (Hydra's basic launcher) or one
+    process per job (SLURM): the caption distances and the clean reference are computed once, kept in memory and in
+    the run cache, and a reused value gives the same record as a fresh one."""
+    import shutil
+
     import tta.data.shift_effect as effect
     import tta.shifts.text.similarity as similarity
 
+    folder = f"shift_effect-{tmp_path.name}"  # this test's own entries: other tests share the tiny cache
+    monkeypatch.setattr(effect, "MEMO_FOLDER", folder)
     monkeypatch.setattr(effect, "_MEMO", effect.OrderedDict())
     encoder, calls = similarity.sentence_encoder(), []
     monkeypatch.setattr(similarity, "sentence_encoder", lambda: lambda texts: calls.append(len(texts)) or encoder(texts))
-    first = _run(tiny_cache, tmp_path, "first", "task=t2v", "shift=char_swap")
-    encoded = len(calls)
-    assert encoded > 0 and len(effect._MEMO) == 2  # the caption distances and the clean reference
-    second = _run(tiny_cache, tmp_path, "second", "task=t2v", "shift=char_swap")
-    assert len(calls) == encoded and len(effect._MEMO) == 2  # nothing encoded, nothing new
-    for block in ("input_change", "consistency"):
-        assert second[block] == first[block]
-    monkeypatch.setattr(effect, "_MEMO", effect.OrderedDict())
-    fresh = _run(tiny_cache, tmp_path, "fresh", "task=t2v", "shift=char_swap")
-    assert fresh["input_change"] == first["input_change"] and fresh["consistency"] == first["consistency"]
-    _run(tiny_cache, tmp_path, "other", "task=t2v", "shift=ocr")  # other captions: encoded, and its own entry
-    assert len(calls) > 2 * encoded and len(effect._MEMO) == 3  # the clean reference is shared by both shifts
+    try:
+        first = _run(tiny_cache, tmp_path, "first", "task=t2v", "shift=char_swap")
+        encoded = len(calls)
+        assert encoded > 0 and len(effect._MEMO) == 2  # the caption distances and the clean reference
+        assert sorted(f.name.split("-")[0] for f in (tiny_cache / folder).glob("*.pt")) == ["captions",
+                                                                                              "clean_reference"]
+        second = _run(tiny_cache, tmp_path, "second", "task=t2v", "shift=char_swap")
+        assert len(calls) == encoded and len(effect._MEMO) == 2  # nothing encoded, nothing new
+        for block in ("input_change", "consistency"):
+            assert second[block] == first[block]
+        monkeypatch.setattr(effect, "_MEMO", effect.OrderedDict())  # a new process: read from the cache
+        stored = _run(tiny_cache, tmp_path, "stored", "task=t2v", "shift=char_swap")
+        assert len(calls) == encoded and len(effect._MEMO) == 2
+        assert stored["input_change"] == first["input_change"] and stored["consistency"] == first["consistency"]
+        monkeypatch.setattr(effect, "_MEMO", effect.OrderedDict())
+        shutil.rmtree(tiny_cache / folder)  # computed again, to the same values
+        fresh = _run(tiny_cache, tmp_path, "fresh", "task=t2v", "shift=char_swap")
+        assert len(calls) == 2 * encoded
+        assert fresh["input_change"] == first["input_change"] and fresh["consistency"] == first["consistency"]
+        _run(tiny_cache, tmp_path, "other", "task=t2v", "shift=ocr")  # other captions: encoded, and its own entry
+        assert len(calls) > 2 * encoded and len(effect._MEMO) == 3  # the clean reference is shared by both shifts
+    finally:
+        shutil.rmtree(tiny_cache / folder, ignore_errors=True)

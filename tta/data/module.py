@@ -109,7 +109,7 @@ class RetrievalDataModule(L.LightningDataModule):
         if not any(self.gallery_shift is s for s in self.shifts):
             named.append(("gallery_shift", self.gallery_shift))
         for key, spec in named:
-            pairs, record = min_similarity_filter(pairs, self.report, spec, key)
+            pairs, record = min_similarity_filter(pairs, self.report, spec, key, self.cache)
             self.query_filter = record or self.query_filter
         return pairs
 
@@ -147,9 +147,9 @@ class RetrievalDataModule(L.LightningDataModule):
         if self.query_side == "video" and video_queries is not None:
             out["query"] = video_queries
         if self.query_side == "text" and self.single and self.shifts[0].kind == "text":
-            out["query"] = text_change(self.layout.queries, self.shifts[0])
+            out["query"] = text_change(self.layout.queries, self.shifts[0], cache=self.cache)
         if self.gallery_shift.kind == "text":
-            out["gallery"] = text_change(self.layout.gallery, self.gallery_shift)
+            out["gallery"] = text_change(self.layout.gallery, self.gallery_shift, cache=self.cache)
         return out
 
     def query_segments(self) -> list:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from tta.data.readers.msrvtt import VideoTextPair
 from tta.data.screen import InputReport
 from tta.data.settings import GallerySettings
 from tta.data.stream import ShiftSpec
+from tta.utils.io import load_cached, save_cached
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +41,32 @@ D_I_ABSENT = ("not measured: Shirnin et al.'s D_i is the cosine of clean and per
               "closer); this record's pixel distance grows the other way and is no substitute")
 
 
-# Within one process (a Hydra multirun sweeps adapters and seeds over the same shifted streams) the same inputs give
-# the same result, so both are kept: the sentence encoder is over half of a short text run, the clean reference a
-# quarter. Keyed by the whole input, so a reused value is bit-identical to a recomputed one.
+# The same inputs give the same result, so both are kept: in memory within one process (a Hydra multirun sweeps
+# adapters and seeds over the same shifted streams), and in the run cache on disk across processes (a SLURM sweep runs
+# one job per process): the sentence encoder is most of a warm text run's set-up, the clean reference a warm X-Pool
+# run's. Keyed by the whole input, so a reused value is bit-identical to a recomputed one.
 _MEMO: OrderedDict[tuple, torch.Tensor] = OrderedDict()
 MEMO_SIZE = 64
+#: enters every key on disk: raise it when what a key covers changes, and older entries are computed again
+MEMO_KEY_VERSION = 1
+MEMO_FOLDER = "shift_effect"  # in the run cache
 
 
-def _memo(key: tuple, compute) -> torch.Tensor:
+def _memo(key: tuple, compute, cache: Path | None = None) -> torch.Tensor:
+    """``compute()``, or its value for the same ``key`` from this process or from ``cache`` (written there when
+    computed; None: memory only)."""
     if key in _MEMO:
         _MEMO.move_to_end(key)
         return _MEMO[key].clone()
-    value = compute()
+    file = None
+    if cache is not None:
+        blob = json.dumps([MEMO_KEY_VERSION, *key], default=str).encode()
+        file = Path(cache) / MEMO_FOLDER / f"{key[0]}-{hashlib.sha1(blob, usedforsecurity=False).hexdigest()[:20]}.pt"
+    value = load_cached(file) if file is not None else None
+    if value is None:
+        value = compute()
+        if file is not None:
+            save_cached(file, value)
     _MEMO[key] = value.clone()
     while len(_MEMO) > MEMO_SIZE:
         _MEMO.popitem(last=False)
@@ -63,12 +79,16 @@ def _tensor_digest(t: torch.Tensor) -> str:
                         usedforsecurity=False).hexdigest()
 
 
-def caption_similarities(pairs: Sequence[VideoTextPair], shift: ShiftSpec, batch_size: int = 256) -> torch.Tensor:
-    """(N,) cosine of each perturbed caption's sentence embedding to its clean caption's (exactly 1 when unchanged)."""
+def caption_similarities(pairs: Sequence[VideoTextPair], shift: ShiftSpec, batch_size: int = 256,
+                         cache: Path | None = None) -> torch.Tensor:
+    """(N,) cosine of each perturbed caption's sentence embedding to its clean caption's (exactly 1 when unchanged);
+    kept in ``cache`` across processes when given."""
+    from tta.shifts.text.similarity import encoder_identity
+
     clean = [p.caption for p in pairs]
     perturbed = [shift.text(p.caption, p.caption_id or p.video_id) for p in pairs]
-    return _memo(("captions", tuple(clean), tuple(perturbed), batch_size),
-                 lambda: _caption_similarities(clean, perturbed, batch_size))
+    return _memo(("captions", encoder_identity(), tuple(clean), tuple(perturbed), batch_size),
+                 lambda: _caption_similarities(clean, perturbed, batch_size), cache)
 
 
 def _caption_similarities(clean: list[str], perturbed: list[str], batch_size: int) -> torch.Tensor:
@@ -83,24 +103,25 @@ def _caption_similarities(clean: list[str], perturbed: list[str], batch_size: in
     return out
 
 
-def text_change(pairs: Sequence[VideoTextPair], shift: ShiftSpec, similarity: torch.Tensor | None = None) -> dict:
-    """The input-change record of a text shift over ``pairs``."""
+def text_change(pairs: Sequence[VideoTextPair], shift: ShiftSpec, similarity: torch.Tensor | None = None,
+                cache: Path | None = None) -> dict:
+    """The input-change record of a text shift over ``pairs`` (the caption similarities kept in ``cache``)."""
     from tta.shifts.text.similarity import FILTER_ENCODER
 
-    sim = caption_similarities(pairs, shift) if similarity is None else similarity
+    sim = caption_similarities(pairs, shift, cache=cache) if similarity is None else similarity
     changed = [shift.text(p.caption, p.caption_id or p.video_id) != p.caption for p in pairs]
     return {"measure": TEXT_MEASURE, "encoder": FILTER_ENCODER, "num_items": len(pairs),
             "distance_mean": float((1.0 - sim.double()).mean()) if len(pairs) else None,
             "changed_share": sum(changed) / len(pairs) if pairs else None}
 
 
-def min_similarity_filter(pairs: list[VideoTextPair], report: InputReport, shift: ShiftSpec,
-                          side: str) -> tuple[list[VideoTextPair], dict | None]:
+def min_similarity_filter(pairs: list[VideoTextPair], report: InputReport, shift: ShiftSpec, side: str,
+                          cache: Path | None = None) -> tuple[list[VideoTextPair], dict | None]:
     """Drop the pairs whose perturbed caption has D_q < ``shift.min_similarity`` (Shirnin et al. Sec. IV-C) and
     count them in ``report`` (reason ``below_min_similarity``); returns the kept pairs and the filter record."""
     if shift.min_similarity is None:
         return pairs, None
-    sim = caption_similarities(pairs, shift)
+    sim = caption_similarities(pairs, shift, cache=cache)
     keep = sim >= shift.min_similarity
     kept_rows = [r for r, k in zip(report.kept, keep.tolist(), strict=True) if k]
     for i in (~keep).nonzero().flatten().tolist():
@@ -150,7 +171,7 @@ def clean_reference(model, layout, gallery: torch.Tensor, task: str, settings: G
                 out.append(top_answers(sims, k))
             return torch.cat(out)
 
-        return _memo(key, answers)
+        return _memo(key, answers, cache)
 
 
 class InputDistances(L.Callback):

