@@ -111,16 +111,24 @@ def _median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The options, and the tta.run overrides after them."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2, help="single runs per arm")
     parser.add_argument("--jobs", type=int, default=2, help="runs of each in-process sweep")
     parser.add_argument("--json", help="also write the measurements here")
     parser.add_argument("--rows", help="also write the summary as a row file for docs/results/rows/ "
                                        "(python -m tta.report FILE --layout measurements)")
+    parser.add_argument("--goal", type=float, default=GOAL_SINGLE_S,
+                        help="seconds a warm single run may spend outside its stream (on a GPU: 10, "
+                             "docs/results/hatvtr-runtime.md)")
     parser.add_argument("--recompute", action="store_true",
                         help="a third arm of single runs that compute their shift effects again (module docstring)")
-    args, overrides = parser.parse_known_args(argv)
+    return parser.parse_known_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args, overrides = parse(argv)
     if args.rounds < 1 or args.jobs < 2:
         sys.exit("error: --rounds must be at least 1 and --jobs at least 2")
     work = Path(tempfile.mkdtemp(prefix="tta-startup-"))
@@ -152,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{_median(e, 'process_cpu_s'):.2f}, ratio {_median(d, 'process_cpu_s') / _median(e, 'process_cpu_s'):.2f})\n"
           f"  run's own record {_median(d, 'own_s'):.2f} s (eager {_median(e, 'own_s'):.2f}); cpu "
           f"{_median(d, 'own_cpu_s'):.2f} s (eager {_median(e, 'own_cpu_s'):.2f})\n"
-          f"  goal <= {GOAL_SINGLE_S:.0f} s: {'met' if single <= GOAL_SINGLE_S else 'not met'}")
+          f"  goal <= {args.goal:g} s: {'met' if single <= args.goal else 'not met'}")
     if args.recompute:
         rc = _median(arms["recomputed"], "wall_s")
         print(f"  shift effects computed again: process wall {rc:.2f} s, ratio {single / rc:.2f}")
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if args.rows:
-        write_rows(args.rows, arms, sweeps, args.rounds, printed, sorted(recalls))
+        write_rows(args.rows, arms, sweeps, args.rounds, printed, sorted(recalls), args.goal)
     return result
 
 
@@ -180,7 +188,8 @@ COLUMNS = [{"name": "outside the stream"}, {"name": "as shipped s", "format": "{
            {"name": "ratio", "format": "{:.2f}", "align": "right"}, {"name": "goal"}, {"name": "met"}]
 
 
-def write_rows(path: str, arms: dict, sweeps: dict, rounds: int, printed: list[str], recalls: list) -> None:
+def write_rows(path: str, arms: dict, sweeps: dict, rounds: int, printed: list[str], recalls: list,
+               goal: float = GOAL_SINGLE_S) -> None:
     from tta.reporting.measurements import write_measurements
 
     d, e = arms["deferred"], arms["eager"]
@@ -189,17 +198,17 @@ def write_rows(path: str, arms: dict, sweeps: dict, rounds: int, printed: list[s
     def row(label, shipped, without, what, goal=None):
         met = None if goal is None else ("yes" if shipped <= goal else "no")
         return {"cells": {"outside the stream": label, "as shipped s": shipped, "without s": without,
-                          "without is": what, "ratio": shipped / without, "goal": goal and f"<= {goal:.0f} s",
+                          "without is": what, "ratio": shipped / without, "goal": goal and f"<= {goal:g} s",
                           "met": met}}
 
     med = statistics.median
     rows = [row(f"warm single run, process wall (median of {rounds})", _median(d, "wall_s"), _median(e, "wall_s"),
-                "ordinary imports", GOAL_SINGLE_S),
+                "ordinary imports", goal),
             row("warm single run, process CPU", _median(d, "process_cpu_s"), _median(e, "process_cpu_s"),
                 "ordinary imports"),
             row("warm single run, the run's own record", _median(d, "own_s"), _median(e, "own_s"), "ordinary imports"),
             *([row("warm single run, process wall", _median(d, "wall_s"), _median(arms["recomputed"], "wall_s"),
-                   "shift effects computed again", GOAL_SINGLE_S)] if "recomputed" in arms else []),
+                   "shift effects computed again", goal)] if "recomputed" in arms else []),
             row("a job after the first, the run's own record", med(j["own_s"] for j in later["reuse"]),
                 med(j["own_s"] for j in later["rebuild"]), "no reuse (TTA_REUSE=0)", GOAL_NEXT_JOB_S),
             row("a job after the first, its CPU", med(j["own_cpu_s"] for j in later["reuse"]),
