@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if args.rows:
-        write_rows(args.rows, arms, sweeps, args.rounds, printed, sorted(recalls), args.goal)
+        write_rows(args.rows, arms, sweeps, args.rounds, printed, sorted(recalls), args.goal, overrides)
     return result
 
 
@@ -189,7 +189,7 @@ COLUMNS = [{"name": "outside the stream"}, {"name": "as shipped s", "format": "{
 
 
 def write_rows(path: str, arms: dict, sweeps: dict, rounds: int, printed: list[str], recalls: list,
-               goal: float = GOAL_SINGLE_S) -> None:
+               goal: float = GOAL_SINGLE_S, overrides: list[str] = ()) -> None:
     from tta.reporting.measurements import write_measurements
 
     d, e = arms["deferred"], arms["eager"]
@@ -213,7 +213,8 @@ def write_rows(path: str, arms: dict, sweeps: dict, rounds: int, printed: list[s
                 med(j["own_s"] for j in later["rebuild"]), "no reuse (TTA_REUSE=0)", GOAL_NEXT_JOB_S),
             row("a job after the first, its CPU", med(j["own_cpu_s"] for j in later["reuse"]),
                 med(j["own_cpu_s"] for j in later["rebuild"]), "no reuse (TTA_REUSE=0)")]
-    write_measurements(path, COLUMNS, rows, title="A warm run's start-up",
+    title = "A warm run's start-up" + (f" ({' '.join(overrides)})" if overrides else "")
+    write_measurements(path, COLUMNS, rows, title=title,
                        after=["    " + line for line in [*printed, f"R@1 of every sweep job: {recalls}"]])
 
 
