@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # There, on a lent GPU machine: install the wheels carried from benchmarks/gpu_wheels.sh, then run one stage, its
-# logs and rows under $OUT (docs/testing.md, "On a lent GPU"). Stages:
-#   keep     copy the carried PyAV pieces (.whl-av/) to .whl-kept/, which stays while the machine is warm
+# logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session kit"). Stages:
+#   keep     copy the carried pieces of the large wheels (.whl-big/) to .whl-kept/, which stays while the machine is warm
 #   tests    the GPU tier (pytest -m gpu, one process)
 #   stream   benchmarks/gpu_stream.py --loader (the rest of the arguments go to it, e.g. --precisions 32-true)
 #   startup  benchmarks/startup.py on the GPU run of docs/results/hatvtr-runtime.md (ViT-B/32, the embedded test set)
@@ -12,17 +12,25 @@ py=${PYTHON:-python3}
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 TTA_CACHE=${TTA_CACHE:-$PWD/.gpu-cache}  # in the checkout: kept between warm calls
+fail() { echo "error: $*" >&2; exit 2; }
 if [ "$stage" = keep ]; then
-  mkdir -p .whl-kept && cp .whl-av/* .whl-kept/ && ls -la .whl-kept; exit
+  mkdir -p .whl-kept && cp .whl-big/* .whl-kept/ && ls -la .whl-kept; exit
 fi
-case "$stage" in tests|stream|startup) ;; *) echo "error: stage must be keep, tests, stream or startup, got '$stage'" >&2; exit 2;; esac
-[ -f .whl-kept/NAME ] || { echo "error: no PyAV pieces in .whl-kept/ (the machine started cold): run the keep stage once per piece first" >&2; exit 2; }
-wheel=/tmp/$(awk '{print $2}' .whl-kept/NAME)
-cat .whl-kept/av.part-* > "$wheel"
-echo "$(awk '{print $1}' .whl-kept/NAME)  $wheel" | sha256sum -c --status || {
-  echo "error: the PyAV pieces in .whl-kept/ ($(ls .whl-kept | grep -c part)) do not join into $(basename "$wheel"): carry the missing ones with the keep stage" >&2; exit 2; }
+case "$stage" in tests|stream|startup) ;; *) fail "stage must be keep, tests, stream or startup, got '$stage'";; esac
+[ -f .whl-kept/SHA256SUMS ] || fail "no pieces in .whl-kept/ (the machine started cold): carry them with the keep calls first"
+wheels=()
+while read -r sum name; do
+  n=$(ls .whl-kept/"$name".part-* 2>/dev/null | wc -l)
+  if [ "$n" = 0 ] && [ "${name#av-}" = "$name" ]; then
+    echo "note: $name was not carried; what needs it is skipped"; continue
+  fi
+  cat .whl-kept/"$name".part-* > "/tmp/$name" 2>/dev/null
+  echo "$sum  /tmp/$name" | sha256sum -c --status || fail "the $n piece(s) of $name in .whl-kept/ do not join into it: carry the missing ones with a keep call"
+  wheels+=("/tmp/$name")
+done < .whl-kept/SHA256SUMS
+ls .whl/*.whl > /dev/null 2>&1 || fail "no wheels in .whl/: carry [\".whl\"] with every stage's call"
 "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  "$wheel" || { echo "error: installing the carried wheels failed (see above)" >&2; exit 2; }
+  "${wheels[@]}" || fail "installing the carried wheels failed (see above)"
 export PYTHONPATH=/tmp/site:$PWD
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
   "$py" -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__)"
