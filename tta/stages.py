@@ -165,15 +165,15 @@ def data_settings(cfg: DictConfig) -> DataSettings:
 
     shift, trainer, inputs = cfg.get("shift") or {}, cfg.trainer, cfg.get("inputs") or {}
     workers = loader_workers(cfg.get("loader_workers", 0), shift.get("device", "auto"), trainer.get("accelerator", "auto"))
-    devices = trainer.get("devices")
+    devices, transform = trainer.get("devices"), str(cfg.get("transform_device", "auto"))
     gallery = GallerySettings(OmegaConf.to_container(cfg.data, resolve=True), str(cfg.model.checkpoint),
                               str(trainer.get("accelerator", "auto")),
                               OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices,
-                              str(trainer.get("precision", "32-true")), workers)
+                              str(trainer.get("precision", "32-true")), workers, transform)
     return DataSettings(str(cfg.task), int(cfg.batch_size), int(cfg.hubness.k), workers, gallery,
                         InputSettings(inputs.get("on_bad", "skip"), inputs.get("duplicates", "error"),
                                       int(inputs.get("min_frames", 1)), inputs.get("max_side")),
-                        shift.get("from_copy"), motion_store_enabled(shift), str(cfg.get("transform_device", "auto")))
+                        shift.get("from_copy"), motion_store_enabled(shift), transform)
 
 
 def typed_overrides() -> list[str]:

@@ -128,3 +128,18 @@ def test_a_remembered_digest_follows_every_change_of_the_weights(monkeypatch):
     seen = {first, stepped, changed(lambda: setattr(model[0].weight, "data", torch.randn(4, 4))),
             changed(lambda: model[1].running_mean.add_(1.0)), changed(model.double)}
     assert len(seen) == 5
+
+
+def test_where_a_gpu_resamples_enters_the_key_and_a_cpu_keeps_one_key():
+    """A GPU's resampling may round apart from the CPU's, so a gallery transformed on it is another entry; on a CPU
+    both places give the same bits (tests/models/test_encode.py), so they share one."""
+    from tta.models.encode import EncodeSetting
+
+    model = tiny_model()
+
+    def key(device: str, on_device: bool) -> str:
+        return gallery_key(model, DATA, "video", ShiftSpec(), PAIRS,
+                           setting=EncodeSetting(device, transform_on_device=on_device))
+
+    assert key("cpu", True) == key("cpu", False) == gallery_key(model, DATA, "video", ShiftSpec(), PAIRS)
+    assert key("cuda:0", True) != key("cuda:0", False) != key("cpu", False)

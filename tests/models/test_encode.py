@@ -56,3 +56,25 @@ def test_setting_follows_the_trainer_config_and_refuses_what_it_cannot_encode_wi
         assert EncodeSetting.of_trainer(OmegaConf.create({"accelerator": "auto"})).device == "cpu"
         with pytest.raises(ValueError, match="no CUDA device"):
             EncodeSetting.of_trainer(OmegaConf.create({"accelerator": "gpu"}))
+
+
+def test_native_frames_get_the_transform_on_the_device_and_give_the_loaders_features():
+    """``load(i)`` may return native uint8 frames, which the encoder resamples where it encodes: on a CPU the same
+    features as clips transformed by the loader, in the main process or in workers, also when the videos' sizes
+    differ (a list, not a stack)."""
+    from tta.models.encode import transforms_on
+
+    model = tiny_model()
+    native = [torch.from_numpy(c) for c, _ in synthetic_pairs(5, t=TINY_FRAMES)]
+    native[2] = torch.from_numpy(synthetic_pairs(1, t=TINY_FRAMES, h=40, w=56)[0][0])  # another size
+    clips = [clip_transform(c, model.image_size) for c in native]
+    loader = encode_videos(model, clips.__getitem__, 5, batch_size=2)
+    for workers in (0, 2):
+        on_device = encode_videos(model, native.__getitem__, 5, batch_size=2,
+                                  setting=EncodeSetting("cpu", workers=workers, transform_on_device=True))
+        assert torch.equal(on_device, loader)
+    assert transforms_on("cpu", "model") and not transforms_on("cpu", "auto") and not transforms_on("cuda:0", "loader")
+    assert transforms_on("cuda:0", "auto")
+    trainer = OmegaConf.create({"accelerator": "cpu"})
+    assert EncodeSetting.of_trainer(trainer, 0, "model").transform_on_device
+    assert not EncodeSetting.of_trainer(trainer, 0, "auto").transform_on_device

@@ -85,6 +85,8 @@ def gallery_key(model: RetrievalModel, data_cfg, side: str, shift: ShiftSpec, pa
            shift.device if shifted else "cpu",  # GPU kernels may round 1 grey level apart from the CPU's
            ["from_copy", copy_identity(copy)] if copy is not None else None,
            [torch.device(setting.device).type, precision]]
+    if setting.transform_on_device and copy is None and torch.device(setting.device).type != "cpu":
+        key.append("transform on the device")  # a GPU may resample apart from the CPU in the last bits; a CPU does not
     blob = json.dumps(key, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -124,7 +126,7 @@ def encode_gallery(model: RetrievalModel, pairs, task: str, settings: GallerySet
         items = VideoItems(pairs, frames, model.image_size, gshift, gcopy)
         if gcopy is None:
             frames.warm([pairs[i].video_path for i in mine], "decoding gallery videos", setting.workers)
-        feats = encode_videos(model, items.clip, len(pairs), setting=setting, items=mine,
+        feats = encode_videos(model, items.loader(setting.transform_on_device), len(pairs), setting=setting, items=mine,
                               progress="encoding the video gallery")
     if world > 1:
         feats = gather_shards(feats, len(pairs))

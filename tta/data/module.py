@@ -24,6 +24,7 @@ from tta.data.segments import SegmentBatchSampler, SegmentCollate, SegmentedStre
 from tta.data.settings import DataSettings
 from tta.data.stream import Collate, PerturbedCopy, ShiftSpec, TextItems, VideoItems
 from tta.media.transforms import clip_transform_batch
+from tta.models.encode import transforms_on
 from tta.models.retrieval import RetrievalModel
 from tta.utils.forking import loader_worker_init
 
@@ -177,14 +178,12 @@ class RetrievalDataModule(L.LightningDataModule):
     def pins_memory(self) -> bool:
         """Query batches in pinned host memory when the stream runs on CUDA: Lightning then copies them to the
         device without blocking (a no-op elsewhere)."""
-        device = getattr(getattr(self.trainer, "strategy", None), "root_device", None)
-        return device is not None and device.type == "cuda"
+        return stream_device(self.trainer).type == "cuda"
 
     def transforms_on_device(self) -> bool:
         """Whether query videos get the CLIP transform on the model's device (``transform_device``: ``model``, or
         ``auto`` on CUDA) instead of in the loader."""
-        choice = self.settings.transform_device
-        return choice == "model" or (choice == "auto" and self.pins_memory())
+        return transforms_on(str(stream_device(self.trainer)), self.settings.transform_device)
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):
         """The CLIP transform of a batch that crossed as native frames, where the batch now is."""
@@ -203,9 +202,14 @@ class RetrievalDataModule(L.LightningDataModule):
             from tta.data.source_split import SourceSplit
 
             return SourceSplit(self.model, load_pairs(train_data, "train", self.cache), n, self.settings.task,
-                               self.frames)
+                               self.frames, self.settings.transform_device)
         return make
 
+
+
+def stream_device(trainer) -> torch.device:
+    """The device a Trainer streams on (the CPU before one is attached)."""
+    return getattr(getattr(trainer, "strategy", None), "root_device", None) or torch.device("cpu")
 
 SPLITS = ("test", "val")
 

@@ -18,6 +18,7 @@ class GallerySettings:
         checkpoint: ``model.checkpoint``, named when the source model gives broken features.
         accelerator, devices, precision: the Trainer's (``trainer.*``): where and how the source model encodes.
         workers: the resolved ``loader_workers`` that decode a video gallery.
+        transform_device: run.yaml's ``transform_device``: where a video gallery gets the CLIP transform.
     """
 
     data: dict = field(default_factory=dict)
@@ -26,12 +27,13 @@ class GallerySettings:
     devices: Any = None
     precision: str = "32-true"
     workers: int = 0
+    transform_device: str = "auto"
 
     def encode_setting(self, workers: int | None = None) -> EncodeSetting:
         """The device and precision of this process (its rank's GPU under DDP: read when called) with ``workers``
         loader processes (default: :attr:`workers`)."""
         trainer = {"accelerator": self.accelerator, "devices": self.devices, "precision": self.precision}
-        return EncodeSetting.of_trainer(trainer, self.workers if workers is None else workers)
+        return EncodeSetting.of_trainer(trainer, self.workers if workers is None else workers, self.transform_device)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from tta.data.cache import FrameCache
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
-from tta.models.encode import EncodeSetting, encode_texts, encode_videos
+from tta.models.encode import EncodeSetting, encode_texts, encode_videos, transforms_on
 from tta.models.retrieval import RetrievalModel
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,12 @@ class SourceSplit:
         n: number of pairs to keep.
         task: ``v2t`` (video queries, caption gallery) or ``t2v``.
         frames: the run's decoded-frame cache.
+        transform_device: run.yaml's ``transform_device``: where a video gallery gets the CLIP transform.
     """
 
-    def __init__(self, model: RetrievalModel, pairs: list[VideoTextPair], n: int, task: str, frames: FrameCache):
-        self.model, self.task, self.frames = model, task, frames
+    def __init__(self, model: RetrievalModel, pairs: list[VideoTextPair], n: int, task: str, frames: FrameCache,
+                 transform_device: str = "auto"):
+        self.model, self.task, self.frames, self.transform_device = model, task, frames, transform_device
         self.pairs = one_caption_per_video(pairs, n)
         if not self.pairs:
             raise ValueError("the source split is empty")
@@ -80,10 +82,12 @@ class SourceSplit:
     def gallery(self) -> torch.Tensor:
         """The split's gallery by the current (source) model: (n, D) captions (v2t) or (n, T, D) frames (t2v)."""
         if self._gallery is None:
-            setting = EncodeSetting(str(next(self.model.parameters()).device))  # where the adapter runs
+            device = str(next(self.model.parameters()).device)  # where the adapter runs
+            setting = EncodeSetting(device, transform_on_device=transforms_on(device, self.transform_device))
             if self.task == "v2t":
                 self._gallery = encode_texts(self.model, [p.caption for p in self.pairs], setting=setting)
             else:
                 items = self._videos()
-                self._gallery = encode_videos(self.model, items.clip, len(self.pairs), setting=setting)
+                self._gallery = encode_videos(self.model, items.loader(setting.transform_on_device), len(self.pairs),
+                                              setting=setting)
         return self._gallery

@@ -31,7 +31,7 @@ from torch.utils.data import Dataset, default_collate
 from tta.data.cache import FrameCache
 from tta.data.readers.msrvtt import VideoTextPair
 from tta.media.frames import uniform_frame_indices
-from tta.media.transforms import clip_transform, pad_frames
+from tta.media.transforms import clip_transform, pad_frames, stack_if_alike
 from tta.shifts import item_seed, perturb_text, perturb_video, shift_kind
 from tta.shifts.registry import get_shift
 from tta.shifts.video.common import ShiftContext, WholeVideoNeeded
@@ -187,6 +187,18 @@ class VideoItems(Dataset):
             return self.copy.clip(p.video_id, self.size)
         return clip_transform(self.shift.native(p, self.frames), self.size)
 
+    def native_clip(self, i: int) -> torch.Tensor:
+        """The shifted native frames (T, H, W, 3) uint8 of item i, for :func:`tta.models.encode.encode_videos` to
+        transform on its device; a perturbed copy's clip comes transformed, as it is stored."""
+        if self.copy is not None:
+            return self.clip(i)
+        return self.shift.native(self.pairs[i], self.frames)
+
+    def loader(self, on_device: bool):
+        """``load(i)`` for :func:`tta.models.encode.encode_videos`: native frames when the transform runs on its
+        device (``EncodeSetting.transform_on_device``), else the transformed clip."""
+        return self.native_clip if on_device else self.clip
+
     def __getitem__(self, i: int) -> dict:
         start = time.perf_counter()
         if self.copy is not None or self.shift.kind != "video":
@@ -199,15 +211,6 @@ class VideoItems(Dataset):
                     **({"native": native} if self.native else {"video": clip_transform(native, self.size)})}
         item["load_s"] = time.perf_counter() - start
         return item
-
-
-def stack_if_alike(clips: list[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]:
-    """One tensor when the clips share shape and dtype (one copy to the device), else the list (videos of a real
-    dataset differ in size)."""
-    first = clips[0]
-    if all(c.shape == first.shape and c.dtype == first.dtype for c in clips):
-        return default_collate(clips)
-    return clips
 
 
 def pixel_distance(clean: torch.Tensor, shifted: torch.Tensor) -> float:

@@ -141,6 +141,17 @@ def clip_transform(
     return normalize(x, mean, std).contiguous()
 
 
+def stack_if_alike(clips: list[torch.Tensor]) -> torch.Tensor | list[torch.Tensor]:
+    """One tensor when the clips share shape and dtype (one copy to the device), else the list (videos of a real
+    dataset differ in size)."""
+    first = clips[0]
+    if all(c.shape == first.shape and c.dtype == first.dtype for c in clips):
+        from torch.utils.data import default_collate
+
+        return default_collate(clips)  # in a loader worker: stacked into shared memory, not copied
+    return clips
+
+
 def clip_transform_batch(clips: torch.Tensor | Sequence[torch.Tensor], size: int = 224) -> torch.Tensor:
     """:func:`clip_transform` of a batch of clips: ``(B, T, H, W, 3)`` frames, or a list of ``(T, H, W, 3)`` clips
     whose sizes differ; returns float32 ``(B, T, 3, size, size)``. Each frame is resampled on its own, so one call

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tta.media.transforms import clip_transform_batch, stack_if_alike
 from tta.models.retrieval import RetrievalModel
 from tta.utils.forking import fork_safe, loader_worker_init
 
@@ -27,22 +28,29 @@ class EncodeSetting:
     device: str = "cpu"
     precision: str = "32-true"
     workers: int = 0
+    transform_on_device: bool = False  # the loaders give native frames, resampled on ``device`` after the copy
 
     @classmethod
-    def of_trainer(cls, trainer_cfg, workers: int = 0) -> EncodeSetting:
+    def of_trainer(cls, trainer_cfg, workers: int = 0, transform_device: str = "loader") -> EncodeSetting:
         """The device ``trainer.accelerator`` / ``trainer.devices`` select for this process (its local rank's GPU
-        under DDP) and ``trainer.precision``."""
+        under DDP) and ``trainer.precision``; ``transform_device`` as run.yaml's (``auto``: on the device when it is
+        a GPU)."""
         precision = str(trainer_cfg.get("precision", "32-true"))
         if precision not in AUTOCAST:
             raise ValueError(f"trainer.precision={precision} cannot encode a gallery; use one of {tuple(AUTOCAST)}")
-        return cls(accelerator_device(str(trainer_cfg.get("accelerator", "auto")), trainer_cfg.get("devices")),
-                   precision, int(workers))
+        device = accelerator_device(str(trainer_cfg.get("accelerator", "auto")), trainer_cfg.get("devices"))
+        return cls(device, precision, int(workers), transforms_on(device, transform_device))
 
     def autocast(self) -> contextlib.AbstractContextManager:
         dtype = AUTOCAST[self.precision]
         if dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(torch.device(self.device).type, dtype=dtype)
+
+
+def transforms_on(device: str, transform_device: str) -> bool:
+    """Whether clips get the CLIP transform on ``device`` for run.yaml's ``transform_device`` (``auto``: on a GPU)."""
+    return transform_device == "model" or (transform_device == "auto" and torch.device(device).type == "cuda")
 
 
 ON_CPU = EncodeSetting()  # float32 on the CPU, in-process decoding: the default of the encoding functions
@@ -96,7 +104,8 @@ def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n:
                   setting: EncodeSetting = ON_CPU, items: Sequence[int] | None = None,
                   progress: str | None = None) -> torch.Tensor:
     """(N, T, D) per-frame embeddings, float32 on the CPU; ``load(i)`` returns the normalised clip (T, 3, H, W) of
-    item i. ``items`` encodes only those items (a shard), in that order.
+    item i, or its native uint8 frames (T, H, W, 3), which get the CLIP transform here, on the setting's device,
+    after the copy. ``items`` encodes only those items (a shard), in that order.
 
     With ``setting.workers`` > 0 the clips are loaded (decoded, perturbed) in that many DataLoader processes, in
     order (``load`` must pickle), while the model encodes the previous batch. ``progress`` names the batches'
@@ -112,8 +121,17 @@ def encode_videos(model: RetrievalModel, load: Callable[[int], torch.Tensor], n:
     out = []
     with on_device(model, setting), fork_safe():
         for clips in _shown(batches, len(batches), progress):
-            out.append(model.encode_video(clips.to(setting.device, non_blocking=pin)).float().cpu())
+            out.append(model.encode_video(_on(clips, setting.device, pin, model.image_size)).float().cpu())
     return torch.cat(out) if out else torch.empty(0)
+
+
+def _on(clips: torch.Tensor | list[torch.Tensor], device: str, pin: bool, size: int) -> torch.Tensor:
+    """A batch of clips copied to ``device``; native frames (a uint8 stack, or a list of clips whose sizes differ)
+    get the CLIP transform there."""
+    if isinstance(clips, list):
+        return clip_transform_batch([c.to(device, non_blocking=pin) for c in clips], size)
+    clips = clips.to(device, non_blocking=pin)
+    return clip_transform_batch(clips, size) if clips.dtype == torch.uint8 else clips
 
 
 def _shown(batches, total: int, description: str | None):
@@ -138,15 +156,13 @@ class PathClips:
 
 
 class _Stack:
-    """A picklable collate: the stacked clips of a list of item indices."""
+    """A picklable collate: the clips of a list of item indices, stacked when alike (native frames may differ)."""
 
     def __init__(self, load: Callable[[int], torch.Tensor]):
         self.load = load
 
-    def __call__(self, indices) -> torch.Tensor:
-        from torch.utils.data import default_collate
-
-        return default_collate([self.load(j) for j in indices])  # in a worker: stacked into shared memory, not copied
+    def __call__(self, indices) -> torch.Tensor | list[torch.Tensor]:
+        return stack_if_alike([self.load(j) for j in indices])
 
 
 def shard(n: int, rank: int, world: int) -> range:
