@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from tta.utils.compiling import compile_mode
 from tta.utils.progress import setup_progress
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def build_run_adapter(cfg: DictConfig, parts: DataStages, scenario):
     # results come from per-row ranks and neighbour lists; the (Q, G) scores are kept only to be saved
     adapter.track_scores(neighbour_width(int(cfg.hubness.k)), keep_rows=bool(cfg.save.sims),
                          head=int(cfg.save.get("sims_head") or 0))
-    adapter.compile_encoder = bool(cfg.get("compile", False))
+    adapter.compile_encoder = compile_mode(cfg.get("compile", False))
     return adapter
 
 
@@ -222,15 +223,13 @@ def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None)
 
 
 def check_precision(cfg: DictConfig) -> None:
-    """Refuse a ``trainer.precision`` the stream cannot run under, an unknown ``matmul_precision`` or a ``compile``
-    that is not true or false (the run's numeric settings: one check of how the stream computes), before anything
-    is built."""
+    """Refuse a ``trainer.precision`` the stream cannot run under, an unknown ``matmul_precision`` or ``compile``
+    value (the run's numeric settings: one check of how the stream computes), before anything is built."""
     precision = str(cfg.trainer.get("precision", "32-true"))
     if precision not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
                          f"weights stay float32; use trainer.precision=32-true (the default), bf16-mixed or 16-mixed")
-    if not isinstance(cfg.get("compile", False), bool):
-        raise ValueError(f"compile={cfg.get('compile')} is not true or false (torch.compile the query encoder)")
+    compile_mode(cfg.get("compile", False))
     matmul = str(cfg.get("matmul_precision", "highest"))
     if matmul not in MATMUL_PRECISIONS:
         raise ValueError(f"matmul_precision={matmul} is not one of {', '.join(MATMUL_PRECISIONS)} (float32 matrix "

@@ -48,19 +48,28 @@ def test_the_run_key_compiles_the_query_encoder_of_any_adapter(monkeypatch):
     adapter = OnlineAdapter()
     adapter.on_test_start()
     assert not hasattr(adapter.encode_queries, "eager")  # off by default
-    adapter.compile_encoder = True
+    adapter.compile_encoder = "default"
     adapter.on_test_start()
     assert adapter.encode_queries.eager() is False
 
 
-def test_compile_must_be_true_or_false():
+def test_compile_is_false_true_or_a_mode_and_the_mode_reaches_torch_compile(monkeypatch):
     import pytest
     from omegaconf import OmegaConf
 
     from tta.stages import check_precision
+    from tta.utils.compiling import compile_mode
 
-    with pytest.raises(ValueError, match="compile=yes is not true or false"):
-        check_precision(OmegaConf.create({"trainer": {}, "compile": "yes"}))
+    assert [compile_mode(v) for v in (False, None, True, "reduce-overhead", "max-autotune")] == \
+        [None, None, "default", "reduce-overhead", "max-autotune"]
+    for bad in ("yes", "default", 1):
+        with pytest.raises(ValueError, match=f"compile={bad} is not one of false, true, reduce-overhead"):
+            check_precision(OmegaConf.create({"trainer": {}, "compile": bad}))
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda fn, mode="default": modes.append(mode) or fn)
+    compiled_or_eager(_double, "double")
+    compiled_or_eager(_double, "double", "reduce-overhead")
+    assert modes == ["default", "reduce-overhead"]
 
 
 def test_a_real_compile_of_an_updating_run_gives_the_eager_recalls(tiny_cache, tmp_path, caplog, single_thread_torch):

@@ -169,7 +169,7 @@ class OnlineAdapter(L.LightningModule):
         self._segment: int | None = None  # the stream segment (shift) being scored
         self.record: BatchRecord | None = None  # the batch being adapted (None outside test_step)
         self.batch_index: torch.Tensor | None = None  # its (B,) stream query indices
-        self.compile_encoder = False  # the query encoder through torch.compile (run key ``compile``)
+        self.compile_encoder: str | None = None  # torch.compile's mode for the query encoder (run key ``compile``)
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None,
@@ -271,7 +271,8 @@ class OnlineAdapter(L.LightningModule):
         if self.compile_encoder:
             from tta.utils.compiling import compiled_or_eager
 
-            self.encode_queries = compiled_or_eager(self.encode_queries, f"{type(self).__name__}.encode_queries")
+            self.encode_queries = compiled_or_eager(self.encode_queries, f"{type(self).__name__}.encode_queries",
+                                                    self.compile_encoder)
         self.prepare()
 
     # ------------------------------------------------------------------------------------------------ resume

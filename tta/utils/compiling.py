@@ -9,14 +9,30 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
+#: run.yaml's ``compile`` values beside ``false``: ``true`` is torch.compile's default mode; ``reduce-overhead``
+#: also replays the compiled kernels as CUDA graphs (the fixed-shape batches of a stream), ``max-autotune`` searches
+#: kernel configurations first
+COMPILE_MODES = {True: "default", "reduce-overhead": "reduce-overhead", "max-autotune": "max-autotune"}
 
-def compiled_or_eager(fn: Callable, name: str) -> Callable:
-    """``fn`` through ``torch.compile``; on any exception of the compiled call, ``fn`` itself from then on (the call
-    that failed is repeated eagerly: a function without side effects, e.g. a forward, is safe to wrap)."""
+
+def compile_mode(value) -> str | None:
+    """The ``torch.compile`` mode of run.yaml's ``compile`` (None: eager); one clear error for anything else."""
+    if value is False or value is None:
+        return None
+    if isinstance(value, bool | str) and value in COMPILE_MODES:
+        return COMPILE_MODES[value]
+    raise ValueError(f"compile={value} is not one of false, true, reduce-overhead, max-autotune (torch.compile "
+                     "the query encoder; reduce-overhead also captures it as CUDA graphs)")
+
+
+def compiled_or_eager(fn: Callable, name: str, mode: str = "default") -> Callable:
+    """``fn`` through ``torch.compile`` in ``mode``; on any exception of the compiled call, ``fn`` itself from then
+    on (the call that failed is repeated eagerly: a function without side effects, e.g. a forward, is safe to
+    wrap)."""
     import torch
 
     try:
-        compiled = torch.compile(fn)
+        compiled = torch.compile(fn) if mode == "default" else torch.compile(fn, mode=mode)
     except Exception as e:  # noqa: BLE001 - no compiler for this platform: eager
         log.warning("torch.compile of %s is not available (%s: %s); running it eagerly", name, type(e).__name__, e)
         return fn
