@@ -206,10 +206,10 @@ class RetrievalDataModule(L.LightningDataModule):
         return make
 
 
-
 def stream_device(trainer) -> torch.device:
     """The device a Trainer streams on (the CPU before one is attached)."""
     return getattr(getattr(trainer, "strategy", None), "root_device", None) or torch.device("cpu")
+
 
 SPLITS = ("test", "val")
 
