@@ -97,3 +97,17 @@ def test_compact_per_query_form_round_trips():
     back = QueryRanks.decode(q.encode())
     assert (back.query_id == q.query_id).all() and (back.rank == q.rank).all()
     assert (back.failed == q.failed).all() and (back.rank_raw == q.rank_raw).all() and back.num_gallery == 1000
+
+
+def test_a_query_asked_again_counts_once_in_the_interval():
+    """A continual stream asks each query once per shift: its rows move together, so three copies of one stream
+    give the interval of one copy (the same mean, the queries' spread), not a three times narrower one."""
+    rng = np.random.default_rng(5)
+    a, b = rng.random(300) < 0.45, rng.random(300) < 0.35
+    once = compare([_runs(a)], [_runs(b)], "R@1")
+    ids = np.tile([f"q{i}" for i in range(300)], 3)
+    thrice = compare([_runs(np.tile(a, 3), ids)], [_runs(np.tile(b, 3), ids)], "R@1")
+    assert thrice.diff == pytest.approx(once.diff) and thrice.queries == 900
+    assert (thrice.low, thrice.high) == (pytest.approx(once.low), pytest.approx(once.high))
+    apart = compare([_runs(np.tile(a, 3))], [_runs(np.tile(b, 3))], "R@1")  # 900 distinct queries
+    assert apart.high - apart.low < 0.6 * (once.high - once.low)

@@ -55,19 +55,47 @@ def t_estimate(diff: float, var: float, df: float, level: float = LEVEL) -> Esti
     return Estimate(diff, se, df, diff - q * se, diff + q * se, float(2 * stats.t.sf(abs(diff) / se, df)))
 
 
-def variance_terms(d: np.ndarray) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+#: joins a query id to its occurrence in the keys of a query asked more than once (a continual stream asks every
+#: query once per shift): ``<id>`` the first time, ``<id><REPEAT_MARK><n>`` the n-th
+REPEAT_MARK = "\x1e#"
+
+
+def query_of(keys: np.ndarray) -> np.ndarray:
+    """The query id of each key, its occurrence dropped (:data:`REPEAT_MARK`)."""
+    return np.array([str(k).split(REPEAT_MARK)[0] for k in keys])
+
+
+def query_term(x: np.ndarray, keys: np.ndarray | None = None) -> tuple[float, float]:
+    """``(variance, df)`` of the mean of the per-row differences ``x`` (N,) from the spread of its queries.
+
+    Rows that are one query asked again (``keys`` with :data:`REPEAT_MARK`) move together, so the term is taken over
+    the queries, not the rows (the cluster-robust variance of a mean): with every row its own query it is
+    ``var(x) / N``, and a query repeated r times with the same difference counts once, not r times."""
+    n = len(x)
+    queries = None if keys is None else query_of(keys)
+    if queries is None or len(np.unique(queries)) == n:
+        return (float(x.var(ddof=1)) / n if n > 1 else 0.0), n - 1
+    _, index = np.unique(queries, return_inverse=True)
+    c = int(index.max()) + 1
+    sums = np.bincount(index, weights=x - x.mean(), minlength=c)
+    return (float(c / (c - 1) * (sums ** 2).sum() / n ** 2) if c > 1 else 0.0), c - 1
+
+
+def variance_terms(d: np.ndarray, keys: np.ndarray | None = None) -> tuple[list[tuple[float, float]],
+                                                                            list[tuple[float, float]]]:
     """The query and seed variance terms ``(value, df)`` of the mean of ``d`` (S, N): the variance of the per-query
-    means over N (``MS_query / (S N)``) and of the per-seed means over S (``MS_seed / (S N)``; none with one seed)."""
+    means over N (``MS_query / (S N)``; over the queries when ``keys`` repeat some: :func:`query_term`) and of the
+    per-seed means over S (``MS_seed / (S N)``; none with one seed)."""
     d = np.atleast_2d(np.asarray(d, dtype=np.float64))
-    s, n = d.shape
-    query = [(float(d.mean(0).var(ddof=1)) / n if n > 1 else 0.0, n - 1)]
-    return query, ([] if s == 1 else [(float(d.mean(1).var(ddof=1)) / s, s - 1)])
+    s = d.shape[0]
+    return [query_term(d.mean(0), keys)], ([] if s == 1 else [(float(d.mean(1).var(ddof=1)) / s, s - 1)])
 
 
-def paired_interval(d: np.ndarray, level: float = LEVEL) -> Estimate:
-    """Mean of the paired differences ``d`` (seeds x queries) with its variance-components t interval and p."""
+def paired_interval(d: np.ndarray, level: float = LEVEL, keys: np.ndarray | None = None) -> Estimate:
+    """Mean of the paired differences ``d`` (seeds x queries) with its variance-components t interval and p;
+    ``keys`` (N,), the rows' query keys, group a query asked more than once (:func:`query_term`)."""
     d = np.atleast_2d(np.asarray(d, dtype=np.float64))
-    query, seed = variance_terms(d)
+    query, seed = variance_terms(d, keys)
     var, df = satterthwaite(query + seed)
     return t_estimate(float(d.mean()), var, df, level)
 
@@ -89,10 +117,9 @@ def pooled_interval(cells: list[tuple[np.ndarray, np.ndarray]], level: float = L
     terms: list[tuple[float, float]] = []
     if len(common) == len(cells[0][1]) and all(len(k) == len(common) for _, k in cells):
         per_query = np.mean([np.atleast_2d(d).mean(0)[np.argsort(k)] for d, k in cells], axis=0)
-        terms.append((float(per_query.var(ddof=1)) / len(per_query) if len(per_query) > 1 else 0.0,
-                      len(per_query) - 1))
+        terms.append(query_term(per_query, np.sort(cells[0][1])))
     else:
-        terms += [(v / c ** 2, df) for d, _ in cells for v, df in variance_terms(d)[0]]
+        terms += [(v / c ** 2, df) for d, k in cells for v, df in variance_terms(d, k)[0]]
     terms += [(v / c ** 2, df) for d, _ in cells for v, df in variance_terms(d)[1]]
     var, df = satterthwaite(terms)
     return t_estimate(diff, var, df, level)

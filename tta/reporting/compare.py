@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tta.metrics.statistics import holm, paired_interval, pooled_interval
+from tta.metrics.statistics import REPEAT_MARK, holm, paired_interval, pooled_interval
 
 #: metrics a per-query comparison can be made on (a rank cut-off per hit; RSUM sums three)
 PAIRED_METRICS = {"R@1": (1,), "R@5": (5,), "R@10": (10,), "R@50": (50,), "RSUM": (1, 5, 10)}
@@ -60,7 +60,8 @@ class QueryRanks:
         return sum(100.0 * (self.rank <= k) for k in PAIRED_METRICS[metric])
 
     def keys(self) -> np.ndarray:
-        """Query ids made unique (a repeated id gets "#<occurrence>"), so runs align query by query."""
+        """Query ids made unique (a repeated id gets its occurrence after :data:`REPEAT_MARK`), so runs align query
+        by query and the interval still knows which rows are one query."""
         ids = self.query_id.astype(str)
         if len(np.unique(ids)) == len(ids):
             return ids
@@ -68,7 +69,7 @@ class QueryRanks:
         out = []
         for q in ids:
             seen[q] = seen.get(q, 0) + 1
-            out.append(q if seen[q] == 1 else f"{q}#{seen[q]}")
+            out.append(q if seen[q] == 1 else f"{q}{REPEAT_MARK}{seen[q]}")
         return np.array(out)
 
     def select(self, mask: np.ndarray) -> QueryRanks:
@@ -178,7 +179,7 @@ def compare(runs_a: list[QueryRanks], runs_b: list[QueryRanks], metric: str = "R
     else:
         d = np.stack([hits_a[seeds_a.index(s)] - hits_b[seeds_b.index(s)] for s in common])
         seeds = common
-    est = paired_interval(d)
+    est = paired_interval(d, keys=keys)
     return Comparison(est.diff, est.low, est.high, est.p, seeds, tuple(sorted(seeds_a)), tuple(sorted(seeds_b)),
                       d.shape[1], d, keys)
 
