@@ -85,6 +85,26 @@ def test_pooled_interval_counts_shared_queries_once():
     assert shared.high - shared.low > 1.5 * (apart.high - apart.low)
 
 
+
+def test_pooled_interval_counts_queries_shared_by_some_cells_once():
+    """Two tasks (videos, captions) under three shifts each: the cells of one task share their queries, the tasks
+    share none. Sharing within a task widens the interval against independent cells; the shared-everywhere formula
+    (the variance of the per-query differences averaged over the cells) holds within each task."""
+    rng = np.random.default_rng(4)
+    tasks = []
+    for task in ("v", "t"):
+        keys = np.array([f"{task}{i}" for i in range(300)])
+        effect = rng.normal(0, 30, 300)
+        tasks.append([(effect[None, :] + rng.normal(0, 5, (3, 300)), keys) for _ in range(3)])
+    both = pooled_interval(tasks[0] + tasks[1])
+    apart = pooled_interval([(d, np.array([f"{i}-{k}" for k in keys]))
+                             for i, (d, keys) in enumerate(tasks[0] + tasks[1])])
+    assert both.high - both.low > 1.5 * (apart.high - apart.low)
+    one = pooled_interval(tasks[0])
+    per_query = np.mean([d.mean(0) for d, _ in tasks[0]], axis=0)
+    seeds = sum(d.mean(1).var(ddof=1) / 3 for d, _ in tasks[0]) / 9
+    assert one.se == pytest.approx(np.sqrt(per_query.var(ddof=1) / 300 + seeds))
+
 def _cell(rows: str, model: str, config: str, against: str):
     from tta.reporting.collect import load_rows
     from tta.reporting.compare import compare

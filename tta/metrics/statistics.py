@@ -103,23 +103,25 @@ def paired_interval(d: np.ndarray, level: float = LEVEL, keys: np.ndarray | None
 def pooled_interval(cells: list[tuple[np.ndarray, np.ndarray]], level: float = LEVEL) -> Estimate:
     """The mean over cells of their paired differences, each cell ``(d, query_keys)`` with ``d`` (S, N).
 
-    Cells of one matrix share their queries (the same captions or videos under every shift), so a query that one
-    method handles well lifts every cell: the query term is taken on the per-query differences averaged over the
-    cells (over the queries every cell has; cells that share none are independent). The seed terms of the cells
-    add as independent (each cell is its own stream)."""
+    Cells of one matrix share queries (the same captions or videos under every shift and backbone), so a query that
+    one method handles well lifts every cell that asks it: the query term is cluster-robust over the query ids of all
+    the cells together (each query's centred differences summed over the cells that ask it, as :func:`query_term`
+    does within a cell). Cells that share every query give the variance of the per-query differences averaged over
+    the cells; cells that share none add as independent. The seed terms of the cells add as independent (each cell
+    is its own stream)."""
     if not cells:
         raise ValueError("no cells to pool")
     c = len(cells)
     diff = float(np.mean([np.mean(d) for d, _ in cells]))
-    common = cells[0][1]
-    for _, keys in cells[1:]:
-        common = common[np.isin(common, keys)]
-    terms: list[tuple[float, float]] = []
-    if len(common) == len(cells[0][1]) and all(len(k) == len(common) for _, k in cells):
-        per_query = np.mean([np.atleast_2d(d).mean(0)[np.argsort(k)] for d, k in cells], axis=0)
-        terms.append(query_term(per_query, np.sort(cells[0][1])))
-    else:
-        terms += [(v / c ** 2, df) for d, k in cells for v, df in variance_terms(d, k)[0]]
+    ids, parts = [], []
+    for d, keys in cells:
+        x = np.atleast_2d(np.asarray(d, dtype=np.float64)).mean(0)
+        ids.append(query_of(keys))
+        parts.append((x - x.mean()) / (c * len(x)))
+    _, index = np.unique(np.concatenate(ids), return_inverse=True)
+    q = int(index.max()) + 1
+    sums = np.bincount(index, weights=np.concatenate(parts), minlength=q)
+    terms = [((float(q / (q - 1) * (sums ** 2).sum()) if q > 1 else 0.0), q - 1)]
     terms += [(v / c ** 2, df) for d, _ in cells for v, df in variance_terms(d)[1]]
     var, df = satterthwaite(terms)
     return t_estimate(diff, var, df, level)
