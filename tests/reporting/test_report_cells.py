@@ -110,6 +110,24 @@ def test_runs_that_differ_in_a_setting_are_separate_configurations(tmp_path):
     assert df["repeats"].tolist() == [1, 1]
 
 
+
+def test_a_shift_option_labels_the_shift_so_the_methods_on_that_stream_pair(tmp_path):
+    """``shift.options.ratio`` (mixed_types) is part of the stream: source and HAT-VTR at one ratio are one cell's
+    two columns, compared query by query, and each ratio is its own row."""
+    rng = np.random.default_rng(4)
+    for ratio in (0.2, 0.4):
+        for adapter in ("source", "hatvtr"):
+            config = _config(adapter, "mixed_types", 0, 0)
+            config["shift"]["options"] = {"ratio": ratio}
+            write_run(tmp_path / f"{adapter}{ratio}", adapter=adapter, shift="mixed_types", severity=0, seed=0, config=config,
+                      ranks=ranks_with_hits(rng.random(100) < 0.4, rng))
+    df, _ = load_sweep(tmp_path)
+    assert sorted(df["config"].unique()) == ["hatvtr", "source"]
+    assert sorted(df["shift"].unique()) == ["mixed_types (ratio=0.2)", "mixed_types (ratio=0.4)"]
+    compared, unpaired = compare_cells(df, "source")
+    assert sorted(cell.shift for cell in compared) == ["mixed_types (ratio=0.2)", "mixed_types (ratio=0.4)"]
+    assert not unpaired
+
 def test_committed_rows_deterministic_streams_are_shown_once():
     # X-Pool MLVP rows, seeds 0-2: clean, motion blur, video defocus and H.264 draw nothing at random
     df = load_rows(["docs/results/rows/mlvp-severity5-xpool.jsonl"])

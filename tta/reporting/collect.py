@@ -293,6 +293,7 @@ def separate_cells(df: pd.DataFrame) -> pd.DataFrame:
                               lambda v: f"{v:,} queries")
     df["data"] = _split_label(df, ["data", "task", "scenario", "protocol", "train_data", "model"], "source_weights",
                               lambda v: f"weights {str(v)[:8]}")
+    df["shift"] = _shift_option_labels(df)
     df["config"] = _setup_labels(df)
     cell = [c for c in CELL if c in df]
     key = df[cell].astype(str).agg("|".join, axis=1)
@@ -317,6 +318,26 @@ def _split_label(df: pd.DataFrame, within: list[str], column: str, name) -> pd.S
     return label
 
 
+SHIFT_OPTIONS = "shift.options."  # a shift's options: part of the stream every method of a cell sees
+
+
+def _shift_option_labels(df: pd.DataFrame) -> pd.Series:
+    """``shift`` with the options that tell apart otherwise alike streams: "mixed_types (ratio=0.4)". They label the
+    shift, not the method, so that the methods run on one stream stay one cell's columns and pair."""
+    label = df["shift"].copy()
+    if "setup" not in df:
+        return label
+    for _, g in df.groupby([c for c in CELL if c in df and c != "config"], dropna=False, sort=False):
+        setups = {i: json.loads(s) for i, s in g["setup"].items() if isinstance(s, str)}
+        keys = sorted({k for s in setups.values() for k in s if k.startswith(SHIFT_OPTIONS)})
+        differ = [k for k in keys if len({json.dumps(s.get(k, "default")) for s in setups.values()}) > 1]
+        for i, s in setups.items():
+            shown = [f"{k[len(SHIFT_OPTIONS):]}={_short(s[k])}" for k in differ if k in s]
+            if shown:
+                label[i] = f"{label[i]} ({', '.join(shown)})"
+    return label
+
+
 def _setup_labels(df: pd.DataFrame) -> pd.Series:
     """``config`` with the settings that tell apart runs of one cell otherwise (see :func:`separate_cells`)."""
     label = df["config"].copy()
@@ -325,7 +346,7 @@ def _setup_labels(df: pd.DataFrame) -> pd.Series:
         setups = {i: json.loads(s) for i, s in g["setup"].items() if isinstance(s, str)}
         if len({json.dumps(s, sort_keys=True) for s in setups.values()}) < 2:
             continue
-        keys = sorted(k for s in setups.values() for k in s if k != FROM)
+        keys = sorted(k for s in setups.values() for k in s if k != FROM and not k.startswith(SHIFT_OPTIONS))
         # an override a row does not set is the default (a difference); a key missing from another kind of
         # record is unknown (no difference)
         kinds = {s.get(FROM) for s in setups.values()}
