@@ -72,13 +72,18 @@ def query_term(x: np.ndarray, keys: np.ndarray | None = None) -> tuple[float, fl
     the queries, not the rows (the cluster-robust variance of a mean): with every row its own query it is
     ``var(x) / N``, and a query repeated r times with the same difference counts once, not r times."""
     n = len(x)
-    queries = None if keys is None else query_of(keys)
-    if queries is None or len(np.unique(queries)) == n:
+    if keys is None:
         return (float(x.var(ddof=1)) / n if n > 1 else 0.0), n - 1
+    return clustered_term(query_of(keys), (x - x.mean()) / n)
+
+
+def clustered_term(queries: np.ndarray, parts: np.ndarray) -> tuple[float, float]:
+    """``(variance, df)`` of a sum of centred, scaled row contributions ``parts`` whose rows of one query move
+    together: (C / (C - 1)) * sum over the C queries of (their parts summed)^2, on C - 1 degrees of freedom."""
     _, index = np.unique(queries, return_inverse=True)
-    c = int(index.max()) + 1
-    sums = np.bincount(index, weights=x - x.mean(), minlength=c)
-    return (float(c / (c - 1) * (sums ** 2).sum() / n ** 2) if c > 1 else 0.0), c - 1
+    c = int(index.max()) + 1 if len(index) else 0
+    sums = np.bincount(index, weights=parts, minlength=c)
+    return (float(c / (c - 1) * (sums ** 2).sum()) if c > 1 else 0.0), c - 1
 
 
 def variance_terms(d: np.ndarray, keys: np.ndarray | None = None) -> tuple[list[tuple[float, float]],
@@ -118,10 +123,7 @@ def pooled_interval(cells: list[tuple[np.ndarray, np.ndarray]], level: float = L
         x = np.atleast_2d(np.asarray(d, dtype=np.float64)).mean(0)
         ids.append(query_of(keys))
         parts.append((x - x.mean()) / (c * len(x)))
-    _, index = np.unique(np.concatenate(ids), return_inverse=True)
-    q = int(index.max()) + 1
-    sums = np.bincount(index, weights=np.concatenate(parts), minlength=q)
-    terms = [((float(q / (q - 1) * (sums ** 2).sum()) if q > 1 else 0.0), q - 1)]
+    terms = [clustered_term(np.concatenate(ids), np.concatenate(parts))]
     terms += [(v / c ** 2, df) for d, _ in cells for v, df in variance_terms(d)[1]]
     var, df = satterthwaite(terms)
     return t_estimate(diff, var, df, level)
