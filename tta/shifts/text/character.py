@@ -29,31 +29,33 @@ RANDOM_CHAR_ACTIONS = {"char_insert": "insert", "char_replace": "substitute", "c
                        "char_delete": "delete"}
 
 
-def _nlpaug():
+def _nlpaug(module: str):
+    """nlpaug's ``char`` or ``word`` augmenters: only SpellingAug needs ``word``, whose import (NLTK, scikit-learn)
+    costs a character-level run about a second."""
+    import importlib
+
     try:
-        import nlpaug.augmenter.char as nac
-        import nlpaug.augmenter.word as naw
+        return importlib.import_module(f"nlpaug.augmenter.{module}")
     except ImportError as e:
         raise ImportError("character-level text shifts need nlpaug from the 'text' extra: pip install -e '.[text]' "
                           "(nlpaug==1.1.11)") from e
-    return nac, naw
 
 
 @lru_cache(maxsize=64)
 def augmenter(kind: str, severity: int):
     """The nlpaug augmenter of one type and severity (stateless apart from its settings; cached)."""
-    nac, naw = _nlpaug()
     r = ratio(severity)
+    if kind == "spelling_error":
+        aug = _nlpaug("word").SpellingAug(aug_p=r)
+        aug.model.dict = {k: sorted(v) for k, v in aug.model.dict.items()}  # nlpaug: list(set(...))
+        return aug
+    nac = _nlpaug("char")
     if kind == "ocr":
         return nac.OcrAug(aug_word_p=r)
     if kind in RANDOM_CHAR_ACTIONS:
         return nac.RandomCharAug(action=RANDOM_CHAR_ACTIONS[kind], aug_word_p=r)
     if kind == "keyboard":
         return nac.KeyboardAug(aug_word_p=r)
-    if kind == "spelling_error":
-        aug = naw.SpellingAug(aug_p=r)
-        aug.model.dict = {k: sorted(v) for k, v in aug.model.dict.items()}  # nlpaug: list(set(...))
-        return aug
     raise KeyError(kind)
 
 
