@@ -174,7 +174,7 @@ def test_list_shows_what_refinement_changed_and_row_files_keep_it(tmp_path):
 def test_old_rows_without_per_query_data_render_unmarked():
     from pathlib import Path
 
-    rows = Path(__file__).resolve().parents[2] / "docs" / "results" / "rows" / "t2v-ocr7-all-methods.jsonl"
+    rows = Path(__file__).resolve().parents[2] / "docs" / "results" / "rows" / "t2v-text-shifts.jsonl"
     [table, *_] = render_tables([rows], bold=True)
     md = table.to_markdown()
     assert "**" not in md.split("\n", 1)[1] and "▲" not in md and "no per-query ranks" in md
