@@ -55,7 +55,7 @@ EXPECTED = {
     "eata": {"_backward": 1 / 3, "select": 17 / 3},
     # SAR's reliable set and second-pass set decide its loss and whether to step; the loss EMA its recovery reset
     # compares with a threshold after every update
-    "sar": {"_backward": 6, "reliable": 3, "second_pass": 15},
+    "sar": {"_backward": 6, "reliable": 3, "second_pass": 9},
     # no-regret's guard: the skewness gain of the adapted bank over the reference bank and the top-1 agreement decide,
     # on the host, which scores a batch returns and whether to roll back
     "noregret": {"_backward": 3, "_occurrence_vector": 4, "k_occurrence": 4, "refine_scores": 1},

@@ -185,13 +185,13 @@ class SARAdapter(GalleryEntropyAdapter):
         logits2 = self.logits(self.forward_queries(batch).sims)[s1]
         ent2 = softmax_entropy(logits2) if self.second_entropy == "sum" else elementwise_entropy(logits2)
         keep = ent2 < thr
-        n2 = int(keep.any(dim=-1).sum()) if ent2.dim() == 2 else int(keep.sum())
+        n2 = int(keep.any(dim=-1).sum()) if ent2.dim() == 2 else int(keep.sum())  # 0 iff nothing is kept
         self.note("sar/s2", n2, of=b)
-        if not keep.any() and self.empty_set == "zero":
+        if n2 == 0 and self.empty_set == "zero":
             return None
         loss2 = ent2[keep].mean()
-        if not math.isnan(loss2.item()):
-            value = float(loss2.item())
+        value = loss2.item()  # the EMA its recovery compares with a threshold on the host
+        if not math.isnan(value):
             self.ema = value if self.ema is None else self.ema_momentum * self.ema + (1 - self.ema_momentum) * value
         return loss2
 
