@@ -30,8 +30,8 @@ RANDOM_CHAR_ACTIONS = {"char_insert": "insert", "char_replace": "substitute", "c
 
 
 def _nlpaug(module: str):
-    """nlpaug's ``char`` or ``word`` augmenters: only SpellingAug needs ``word``, whose import (NLTK, scikit-learn)
-    costs a character-level run about a second."""
+    """nlpaug's ``char`` or ``word`` augmenters, imported apart: only SpellingAug needs ``word``, which brings NLTK
+    and scikit-learn with it."""
     import importlib
 
     try:
