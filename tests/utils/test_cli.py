@@ -107,6 +107,32 @@ def test_the_wrapped_command_line_exits_with_2_and_one_line(monkeypatch, capsys,
     assert "seed 7" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("argv", "start"), [
+    (["-m", "adapter=tent", "--cfg", "job"], "error: Only one of --run, --multirun, --cfg, --info and "
+                                             "--shell_completion can be specified: give one; to see a sweep job's"),
+    (["--resolve"], "error: The --resolve flag can only be used in conjunction with --cfg or --help (--help lists"),
+])
+def test_clashing_flags_are_one_line(monkeypatch, capsys, tmp_path, argv, start):
+    """Hydra checks its flags before composing and raises a bare ValueError; the command answers it in one line."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["tta.run", *argv])
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit) as info:
+        hydra_cli(_print_seed)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith(start) and "Traceback" not in err, err
+    assert len(err.splitlines()) == 2, err  # the line and the HYDRA_FULL_ERROR hint
+
+
+def test_a_value_error_of_the_command_itself_is_not_taken_for_a_flag_clash():
+    def mine():
+        raise ValueError("Only one of --run, --multirun")  # same words, raised elsewhere: a bug, shown in full
+
+    with pytest.raises(ValueError) as info:
+        mine()
+    assert hydra_error_line(info.value) is None
+
+
 END = """
 import atexit, pathlib, sys, threading, time
 from tta.utils.cli import end_process

@@ -145,12 +145,28 @@ def hydra_error_line(e: BaseException) -> str | None:
         return f"cannot parse the override {e.override!r}: {str(e).splitlines()[0]} (the grammar: {grammar})"
     if isinstance(e, ConfigCompositionException) and (line := _missing_key_line(e)) is not None:
         return line
+    if isinstance(e, ValueError) and _raised_in(e, "hydra._internal.utils", "_run_hydra"):
+        return _flags_line(str(e).splitlines()[0])  # the flags Hydra reads before composing (-m with --cfg)
     if isinstance(e, ConfigCompositionException | SearchPathException):
         parts = [line.strip() for line in str(e).splitlines() if line.strip()]
         if e.__cause__ is not None:  # OmegaConf's reason, without its full_key/object_type detail lines
             parts.append(str(e.__cause__).splitlines()[0].strip())
         return " ".join(p if p.endswith((".", ":")) else p + "." for p in parts)
     return None
+
+
+def _flags_line(message: str) -> str:
+    if "--multirun" in message:  # -m with --cfg: the wish is most often to see the config a sweep's job gets
+        return f"{message}: give one; to see a sweep job's config, drop -m and keep --cfg job with the job's overrides"
+    return f"{message} (--help lists the flags)"
+
+
+def _raised_in(e: BaseException, module: str, function: str) -> bool:
+    """Whether ``e`` was raised by ``function`` of ``module`` itself (its traceback's innermost frame)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == function and tb.tb_frame.f_globals.get("__name__") == module
 
 
 def _missing_key_line(e: BaseException) -> str | None:
