@@ -553,7 +553,7 @@ def test_cli_errors_are_one_clear_message(tmp_path):
     for override, message in cases.items():
         out = subprocess.run([*base, override], capture_output=True, text=True, cwd=ROOT, timeout=300)
         assert out.returncode == 2 and message in out.stderr, (override, out.stderr)
-        assert out.stderr.count("\n") == 2 and "Traceback" not in out.stderr, (override, out.stderr)  # line + hint
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, (override, out.stderr)
         assert not (tmp_path / "results.json").exists()
 
 

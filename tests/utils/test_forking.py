@@ -81,3 +81,32 @@ STOP_RACE = textwrap.dedent("""
 def test_pools_made_and_closed_at_once_under_the_stop_handler_never_hang():
     out = subprocess.run([sys.executable, "-c", STOP_RACE], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "done" in out.stdout, out.stderr[-2000:]
+
+
+ORPHAN = textwrap.dedent("""
+    import sys
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    from tta.utils.forking import loader_worker_init
+
+    class Failing(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            raise FileNotFoundError("gone")
+
+    try:
+        next(iter(DataLoader(Failing(), batch_size=2, num_workers=1, worker_init_fn=loader_worker_init)))
+    except FileNotFoundError as e:
+        KEPT = e  # its traceback keeps the iterator, and so its worker, alive until the exit
+    print("exiting", flush=True)
+""")
+
+
+def test_a_loader_worker_left_running_does_not_hold_the_exit():
+    """A worker ignores SIGTERM, so multiprocessing's exit (SIGTERM, then wait) would wait for it forever: the
+    process must still end, with its own exit code, and leave no worker behind."""
+    out = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "exiting", out.stderr[-2000:]

@@ -107,12 +107,13 @@ def _target_hint(target: str) -> str:
 
 
 def exit_with_line(line: str, to_log: bool = True) -> NoReturn:
-    """Print ``line`` (and write it to the run's log file, where the run has one) and exit with 2."""
+    """Print ``line`` (and write it to the run's log file, where the run has one) and exit with 2. The line is the
+    whole answer; ``HYDRA_FULL_ERROR=1`` for the stack trace is documented with the errors (docs/outputs.md)."""
     if to_log:
         from tta.utils.logs import log_to_files  # the console gets the line once, below
 
         log_to_files(log, logging.ERROR, line)
-    print(f"error: {line}\n(set HYDRA_FULL_ERROR=1 for the stack trace)", file=sys.stderr)
+    print(f"error: {line}", file=sys.stderr)
     sys.exit(2)
 
 

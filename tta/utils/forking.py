@@ -14,10 +14,16 @@ So the stop signals are blocked across the fork and unblocked by the worker only
 DataLoader workers (:func:`loader_worker_init`) ignore both stop signals instead: a terminal's Ctrl-C and a
 scheduler's SIGTERM reach the whole process group, and a worker that died or raised on them would fail the batch
 the main process is finishing before it checkpoints. The main process owns the stop and shuts its workers down.
+A worker whose loader was never shut down (an iterator still referenced when the process exits, e.g. by the
+traceback of an error it raised) would outlive that: multiprocessing's exit handler sends its daemonic children
+SIGTERM, which such a worker ignores, and then waits for it forever. :func:`_kill_daemonic_children` runs first.
 """
 
 from __future__ import annotations
 
+import atexit
+import multiprocessing
+import multiprocessing.util  # its exit handler registered before ours, so that ours runs first
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +45,17 @@ def fork_safe() -> Iterator[None]:
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _kill_daemonic_children() -> None:
+    """At exit, kill the daemonic children multiprocessing would only send SIGTERM to (the module docstring): a
+    daemonic process is by definition one the exit may end, and a loader worker holds nothing to save."""
+    for child in multiprocessing.active_children():
+        if child.daemon:
+            child.kill()
+
+
+atexit.register(_kill_daemonic_children)
 
 
 @contextmanager
