@@ -111,9 +111,12 @@ def test_the_wrapped_command_line_exits_with_2_and_one_line(monkeypatch, capsys,
     (["-m", "adapter=tent", "--cfg", "job"], "error: Only one of --run, --multirun, --cfg, --info and "
                                              "--shell_completion can be specified: give one; to see a sweep job's"),
     (["--resolve"], "error: The --resolve flag can only be used in conjunction with --cfg or --help (--help lists"),
+    (["--cfg", "bad"], "error: argument --cfg/-c: invalid choice: 'bad' (choose from 'job', 'hydra', 'all') (--help"),
+    (["seed=3", "--nosuch"], "error: unrecognized arguments: --nosuch (--help lists the flags)"),
 ])
-def test_clashing_flags_are_one_line(monkeypatch, capsys, tmp_path, argv, start):
-    """Hydra checks its flags before composing and raises a bare ValueError; the command answers it in one line."""
+def test_clashing_or_unknown_flags_are_one_line(monkeypatch, capsys, tmp_path, argv, start):
+    """Hydra checks its flags before composing (a bare ValueError, or argparse's usage block for a flag it does not
+    know); the command answers each in one line."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["tta.run", *argv])
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)

@@ -235,8 +235,19 @@ def command_line_errors() -> Iterator[None]:
 
 def hydra_cli(main: Callable[[], object]) -> None:
     """Call a ``@hydra.main`` function as a command line (:func:`command_line_errors`)."""
+    _check_flags(sys.argv[1:])
     with command_line_errors():
         main()
+
+
+def _check_flags(argv: list[str]) -> None:
+    """Parse Hydra's own flags first with Hydra's parser, so that a bad one (``--cfg bad``, ``--nosuch``) is one
+    line and exit code 2 instead of argparse's usage block; what parses here parses the same in ``@hydra.main``."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    parser.error = lambda message: exit_with_line(f"{message} (--help lists the flags)", to_log=False)
+    parser.parse_args(argv)
 
 
 def run_command(main: Callable[[], object]) -> NoReturn:
