@@ -113,6 +113,8 @@ def test_the_wrapped_command_line_exits_with_2_and_one_line(monkeypatch, capsys,
     (["--resolve"], "error: The --resolve flag can only be used in conjunction with --cfg or --help (--help lists"),
     (["--cfg", "bad"], "error: argument --cfg/-c: invalid choice: 'bad' (choose from 'job', 'hydra', 'all') (--help"),
     (["seed=3", "--nosuch"], "error: unrecognized arguments: --nosuch (--help lists the flags)"),
+    (["adapter=tent", "-m", "seed=1,2"], "error: unrecognized arguments: seed=1,2: give the flags (-m, --cfg, ...) "
+                                         "before or after all the overrides, not between them"),
 ])
 def test_clashing_or_unknown_flags_are_one_line(monkeypatch, capsys, tmp_path, argv, start):
     """Hydra checks its flags before composing (a bare ValueError, or argparse's usage block for a flag it does not

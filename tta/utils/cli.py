@@ -245,8 +245,14 @@ def _check_flags(argv: list[str]) -> None:
     line and exit code 2 instead of argparse's usage block; what parses here parses the same in ``@hydra.main``."""
     from hydra._internal.utils import get_args_parser
 
+    def error(message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:") and "=" in message:  # adapter=tent -m seed=1,2
+            exit_with_line(f"{message}: give the flags (-m, --cfg, ...) before or after all the overrides, not "
+                           "between them", to_log=False)
+        exit_with_line(f"{message} (--help lists the flags)", to_log=False)
+
     parser = get_args_parser()
-    parser.error = lambda message: exit_with_line(f"{message} (--help lists the flags)", to_log=False)
+    parser.error = error
     parser.parse_args(argv)
 
 
