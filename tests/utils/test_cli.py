@@ -110,9 +110,9 @@ def test_the_wrapped_command_line_exits_with_2_and_one_line(monkeypatch, capsys,
 @pytest.mark.parametrize(("argv", "start"), [
     (["-m", "adapter=tent", "--cfg", "job"], "error: Only one of --run, --multirun, --cfg, --info and "
                                              "--shell_completion can be specified: give one; to see a sweep job's"),
-    (["--resolve"], "error: The --resolve flag can only be used in conjunction with --cfg or --help (--help lists"),
-    (["--cfg", "bad"], "error: argument --cfg/-c: invalid choice: 'bad' (choose from 'job', 'hydra', 'all') (--help"),
-    (["seed=3", "--nosuch"], "error: unrecognized arguments: --nosuch (--help lists the flags)"),
+    (["--resolve"], "error: The --resolve flag can only be used in conjunction with --cfg or --help (--hydra-help lists"),
+    (["--cfg", "bad"], "error: argument --cfg/-c: invalid choice: 'bad' (choose from 'job', 'hydra', 'all') (--hydra-help"),
+    (["seed=3", "--nosuch"], "error: unrecognized arguments: --nosuch (--hydra-help lists the flags)"),
     (["adapter=tent", "-m", "seed=1,2"], "error: unrecognized arguments: seed=1,2: give the flags (-m, --cfg, ...) "
                                          "before or after all the overrides, not between them"),
 ])

@@ -84,8 +84,6 @@ def test_pools_made_and_closed_at_once_under_the_stop_handler_never_hang():
 
 
 ORPHAN = textwrap.dedent("""
-    import sys
-    import torch
     from torch.utils.data import DataLoader, Dataset
 
     from tta.utils.forking import loader_worker_init

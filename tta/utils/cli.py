@@ -159,7 +159,7 @@ def hydra_error_line(e: BaseException) -> str | None:
 def _flags_line(message: str) -> str:
     if "--multirun" in message:  # -m with --cfg: the wish is most often to see the config a sweep's job gets
         return f"{message}: give one; to see a sweep job's config, drop -m and keep --cfg job with the job's overrides"
-    return f"{message} (--help lists the flags)"
+    return f"{message} (--hydra-help lists the flags)"
 
 
 def _raised_in(e: BaseException, module: str, function: str) -> bool:
@@ -249,7 +249,7 @@ def _check_flags(argv: list[str]) -> None:
         if message.startswith("unrecognized arguments:") and "=" in message:  # adapter=tent -m seed=1,2
             exit_with_line(f"{message}: give the flags (-m, --cfg, ...) before or after all the overrides, not "
                            "between them", to_log=False)
-        exit_with_line(f"{message} (--help lists the flags)", to_log=False)
+        exit_with_line(_flags_line(message), to_log=False)
 
     parser = get_args_parser()
     parser.error = error
