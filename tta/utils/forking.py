@@ -25,6 +25,7 @@ import atexit
 import multiprocessing
 import multiprocessing.util  # its exit handler registered before ours, so that ours runs first
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing import get_context
@@ -49,10 +50,18 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 def _kill_daemonic_children() -> None:
     """At exit, kill the daemonic children multiprocessing would only send SIGTERM to (the module docstring): a
-    daemonic process is by definition one the exit may end, and a loader worker holds nothing to save."""
-    for child in multiprocessing.active_children():
-        if child.daemon:
-            child.kill()
+    daemonic process is by definition one the exit may end, and a loader worker holds nothing to save. torch's
+    SIGCHLD handler, which raises in whatever code runs when a live loader's worker dies by a signal (here: the
+    other exit handlers), gets the default back first: at exit nothing is left to report to."""
+    children = [child for child in multiprocessing.active_children() if child.daemon]
+    if not children:
+        return
+    if threading.current_thread() is threading.main_thread():  # exit handlers run there; signal.signal needs it
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for child in children:
+        child.kill()
+    for child in children:
+        child.join(timeout=5)
 
 
 atexit.register(_kill_daemonic_children)
