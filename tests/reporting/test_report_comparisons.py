@@ -171,6 +171,19 @@ def test_list_shows_what_refinement_changed_and_row_files_keep_it(tmp_path):
         assert np.isnan(table.frame.loc[("source", "clip4clip", "v2t", "gaussian s5"), ("", "R@1 before refinement")])
 
 
+def test_list_of_several_seeds_names_each_runs_seed(tmp_path):
+    rng = np.random.default_rng(3)
+    for seed in (2, 0, 1):
+        write_run(tmp_path, adapter="tent", seed=seed, ranks=ranks_with_hits(rng.random(N) < 0.3 + seed / 10, rng))
+    df, _ = load_runs([tmp_path])
+    table = list_table(df, sort=True)
+    assert table.frame.index.get_level_values("seed").tolist() == ["0", "1", "2"]
+    assert table.frame[("", "R@1")].tolist() == sorted(df["R@1"])  # each line is its own run, in seed order
+    assert "one seed per cell: 0, 1, 2" in table.caption() and "mean ± sd" not in table.caption()
+    single = list_table(df[df["seed"] == 1])
+    assert "seed" not in single.frame.index.names and "single seed (1)" in single.caption()
+
+
 def test_old_rows_without_per_query_data_render_unmarked():
     from pathlib import Path
 

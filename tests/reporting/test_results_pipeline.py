@@ -84,8 +84,8 @@ def test_rows_read_adapter_seed_variants_streams_and_later_rows_win(tmp_path):
     split = load_rows([file], segments=True)
     assert split[split["scenario"] == "continual"]["shift"].tolist() == ["gaussian", "gaussian"]
     lines = list_table(df, sort=True).to_markdown().splitlines()
-    assert lines[2] == "| config | model | task | shift | R@1 | R@5 | skewness (k=10) | % sims < 0 | ms/query |"
-    assert lines[4].startswith("| source | clip4clip | v2t | gaussian s5 | 11.0 |")
+    assert lines[2] == "| config | model | task | shift | seed | R@1 | R@5 | skewness (k=10) | % sims < 0 | ms/query |"
+    assert lines[4].startswith("| source | clip4clip | v2t | gaussian s5 | 42 | 11.0 |")  # runs of two seeds
 
 
 def test_clean_runs_have_no_severity_and_every_column_shows_its_level():

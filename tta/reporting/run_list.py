@@ -31,15 +31,17 @@ def list_table(df: pd.DataFrame, sort: bool = False, title: str = "runs") -> Tab
               "top5_percent": "top5_overlap", "changed_percent": "changed_share", "filtered_percent": "filtered_share"}
     df = df.assign(**{p: 100 * df[k].astype(float) if k in df else float("nan") for p, k in shares.items()})
     if sort:
-        df = df.sort_values(["model", "task", "adapter_rank", "config"], kind="stable")
+        df = df.sort_values(["model", "task", "adapter_rank", "config", "seed"], kind="stable")
     have = [(k, label, d) for k, label, d in LIST_COLUMNS if k in df and df[k].notna().any()
             and (k != "failed_rows" or (df[k] > 0).any())]
-    named = df[["config", "model", "task", "shift", "severity", "gallery_shift"]].itertuples(index=False)
-    index = pd.MultiIndex.from_tuples([(r.config, r.model, r.task, run_shift_label(r.shift, r.severity, r.gallery_shift))
-                                       for r in named], names=["config", "model", "task", "shift"])
+    named = df[["config", "model", "task", "shift", "severity", "gallery_shift", "seed"]].itertuples(index=False)
+    seeded = df["seed"].nunique() > 1  # runs of several seeds: which run is which
+    index = pd.MultiIndex.from_tuples([(r.config, r.model, r.task, run_shift_label(r.shift, r.severity, r.gallery_shift),
+                                        *([str(r.seed)] if seeded else [])) for r in named],
+                                      names=["config", "model", "task", "shift", *(["seed"] if seeded else [])])
     frame = pd.DataFrame(df[[k for k, _, _ in have]].to_numpy(dtype=float), index=index,
                          columns=pd.MultiIndex.from_tuples([("", label) for _, label, _ in have]))
-    seeds, seed_values = seeds_of(df.assign(one=0), ["one"])
+    _, seed_values = seeds_of(df.assign(one=0), ["one"])  # each line is one run: one seed per cell
     notes = failed_notes(df) + ([STREAM_SHARE_NOTE] if any(k == "stream_percent" for k, _, _ in have) else [])
-    return Table(title, frame, "per run", seeds, seed_values, digits={label: d for _, label, d in have}, notes=notes)
+    return Table(title, frame, "per run", 1, seed_values, digits={label: d for _, label, d in have}, notes=notes)
 
