@@ -122,6 +122,6 @@ def test_committed_rows_dsl_against_hsm_is_within_a_point():
 
 
 @pytest.mark.heavy
-def test_committed_rows_xpool_hatvtr_against_hsm_is_better():
+def test_committed_rows_xpool_hatvtr_against_hsm_is_a_tie():
     c = _cell("v2t-gaussian5-all-methods.jsonl", "xpool", "hatvtr", "hsm")
-    assert c.d.mean(1).round(1).tolist() == [1.8, 1.4, 2.3] and c.mark == "better"
+    assert c.d.mean(1).round(1).tolist() == [0.9, -0.5, 0.8] and c.mark == "tie"  # one seed of the other sign

@@ -122,6 +122,17 @@ def test_row_ranks_make_raw_and_refined_scores_comparable():
     assert row_ranks(raw)[0].tolist() == [0.0, 1.0, 0.5]
 
 
+@pytest.mark.heavy  # the full report of 39 runs, plots included: seconds
+def test_the_full_report_of_a_row_file_says_what_its_rows_do_not_record(tmp_path):
+    """Row files keep each run's commit but not its checkout state, device or dates: the report must not call
+    them clean (results.json has them; a row file does not)."""
+    rows = RESULTS / "rows" / "lr-sensitivity.jsonl"
+    assert all(json.loads(line).get("commit") for line in rows.read_text().splitlines())
+    assert report_main([str(rows), "--layout", "paper", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "tables.md").read_text()
+    assert "commit 2ab24c12c9 (checkout state not recorded); device unknown; unknown dates" in text
+
+
 @pytest.mark.heavy  # renders every row file and every committed page: tens of seconds, growing with the rows
 def test_every_row_file_renders_and_the_committed_pages_are_current(tmp_path, capsys):
     pages = yaml.safe_load((RESULTS / "pages.yaml").read_text())

@@ -406,13 +406,19 @@ def provenance_summary(part: pd.DataFrame) -> str:
     models = f"; source weights {', '.join(weights)}" if weights else ""
     if "commit" not in part or part["commit"].isna().all():
         return "provenance: not recorded in these runs' results.json" + models
+    def recorded(name: str) -> list:  # row files keep the commit but not the rest of the provenance
+        return list(part[name].dropna()) if name in part else []
+
     commits = sorted({str(c)[:10] for c in part["commit"].dropna()})
-    dirty = int(part["dirty"].fillna(False).astype(bool).sum())
-    devices = sorted({str(d) for d in part["device"].dropna()})
-    times = sorted([t for t in part["started"].dropna()] + [t for t in part["finished"].dropna()])
+    devices = sorted({str(d) for d in recorded("device")})
+    times = sorted(recorded("started") + recorded("finished"))
     span = f"{times[0][:16].replace('T', ' ')} to {times[-1][:16].replace('T', ' ')} UTC" if times else "unknown dates"
     code = f"commit{'s' if len(commits) > 1 else ''} {', '.join(commits)}"
-    code += f" (dirty checkout in {dirty} of {len(part)} runs)" if dirty else " (clean)"
+    if "dirty" not in part:
+        code += " (checkout state not recorded)"
+    else:
+        dirty = int(part["dirty"].fillna(False).astype(bool).sum())
+        code += f" (dirty checkout in {dirty} of {len(part)} runs)" if dirty else " (clean)"
     missing = int(part["commit"].isna().sum())
     if missing:
         code += f", {missing} run(s) without a git revision"
