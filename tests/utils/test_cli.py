@@ -115,6 +115,8 @@ def test_the_wrapped_command_line_exits_with_2_and_one_line(monkeypatch, capsys,
     (["seed=3", "--nosuch"], "error: unrecognized arguments: --nosuch (--hydra-help lists the flags)"),
     (["adapter=tent", "-m", "seed=1,2"], "error: unrecognized arguments: seed=1,2: give the flags (-m, --cfg, ...) "
                                          "before or after all the overrides, not between them"),
+    (["--cfg", "job", "-p", "nosuch.key"], "error: --package nosuch.key: the job config has no node 'nosuch.key'; "
+                                           "give a node's dotted path"),
 ])
 def test_clashing_or_unknown_flags_are_one_line(monkeypatch, capsys, tmp_path, argv, start):
     """Hydra checks its flags before composing (a bare ValueError, or argparse's usage block for a flag it does not
@@ -127,6 +129,15 @@ def test_clashing_or_unknown_flags_are_one_line(monkeypatch, capsys, tmp_path, a
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.startswith(start) and "Traceback" not in err, err
     assert len(err.splitlines()) == 1, err
+
+
+def test_a_package_the_config_has_is_shown_as_hydra_shows_it(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["tta.run", "--cfg", "job", "--package", "adapter.method", "adapter=tent"])
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    hydra_cli(_print_seed)
+    out = capsys.readouterr()
+    assert out.out.startswith("# @package adapter.method\n") and "TentAdapter" in out.out and out.err == ""
 
 
 def test_a_value_error_of_the_command_itself_is_not_taken_for_a_flag_clash():

@@ -15,10 +15,12 @@ This module imports nothing heavy, so that a typo is reported before torch and L
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
 import difflib
 import errno
+import io
 import logging
 import os
 import sys
@@ -235,12 +237,37 @@ def command_line_errors() -> Iterator[None]:
 
 def hydra_cli(main: Callable[[], object]) -> None:
     """Call a ``@hydra.main`` function as a command line (:func:`command_line_errors`)."""
-    _check_flags(sys.argv[1:])
-    with command_line_errors():
+    flags = _check_flags(sys.argv[1:])
+    with command_line_errors(), _shown_package(flags.cfg, flags.package):
         main()
 
 
-def _check_flags(argv: list[str]) -> None:
+@contextlib.contextmanager
+def _shown_package(cfg: str | None, package: str | None) -> Iterator[None]:
+    """``--cfg job --package a.b`` of a node the config lacks: Hydra writes its own line (without what to do) and
+    exits with 1; here that is one line with the fix and exit code 2. Only that exit is answered: anything else
+    Hydra wrote meanwhile goes to stderr as it was."""
+    if not (cfg and package):
+        yield
+        return
+    written, answered = io.StringIO(), False
+    try:
+        with contextlib.redirect_stderr(written):
+            yield
+    except SystemExit as e:
+        answered = e.code == 1 and _raised_in(e, "hydra._internal.hydra", "show_cfg")
+        if not answered:
+            raise
+    finally:
+        if not answered:  # answered: what it wrote is Hydra's own line, replaced below
+            sys.stderr.write(written.getvalue())
+    if answered:
+        exit_with_line(f"--package {package}: the {cfg} config has no node '{package}'; give a node's dotted path "
+                       f"(--package adapter, --package adapter.method) or drop --package for the whole config",
+                       to_log=False)
+
+
+def _check_flags(argv: list[str]) -> argparse.Namespace:
     """Parse Hydra's own flags first with Hydra's parser, so that a bad one (``--cfg bad``, ``--nosuch``) is one
     line and exit code 2 instead of argparse's usage block; what parses here parses the same in ``@hydra.main``."""
     from hydra._internal.utils import get_args_parser
@@ -253,7 +280,7 @@ def _check_flags(argv: list[str]) -> None:
 
     parser = get_args_parser()
     parser.error = error
-    parser.parse_args(argv)
+    return parser.parse_args(argv)
 
 
 def run_command(main: Callable[[], object]) -> NoReturn:
