@@ -211,11 +211,14 @@ def run_loggers(cfg: DictConfig, run_dir: Path, t_start: float) -> list:
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list | None = None):
     """The Lightning Trainer of ``trainer=`` (any Trainer flag), with the run's callbacks and loggers."""
+    import torch
     from hydra.utils import instantiate
 
     from tta.sharding import num_ranks
 
     single = {"devices": 1, "strategy": "auto"} if num_ranks(cfg) > 1 else {}  # the stream runs on rank 0 alone
+    if cfg.trainer.get("deterministic") is False and not torch.are_deterministic_algorithms_enabled():
+        single["deterministic"] = None  # already off: Lightning's call to turn it off imports torch's compiler (~1 s)
     try:
         return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **single)
     except (ValueError, TypeError, RuntimeError) as e:  # a flag Lightning refuses (e.g. an unknown precision)

@@ -110,3 +110,24 @@ def test_official_shapes_map_to_the_quickgelu_archs(arch):
     cfg = infer_clip_config(state)
     assert match_open_clip_arch(cfg) == f"{arch}-quickgelu"
     assert TowerConfig(arch=f"{arch}-quickgelu").image_size == 224
+
+
+@pytest.mark.heavy  # two embedded models (BERT's modelling code): seconds
+def test_towers_made_for_weights_that_follow_match_the_read_ones_after_loading():
+    """``weights_follow`` makes the embedded text tower from its configuration instead of reading MiniLM: once the
+    same weights are loaded, every tensor (non-persistent buffers included) is the same, and torch's generator is
+    where reading would have left it (a fresh head drawn after the towers draws the same numbers)."""
+    made, states = [], []
+    for follow in (False, True):
+        torch.manual_seed(3)
+        model = RetrievalModel(TowerConfig(), head="xpool", weights_follow=follow)
+        states.append(torch.random.get_rng_state())
+        made.append(model)
+    read, follows = made
+    assert torch.equal(*states)
+    follows.load_state_dict(read.state_dict(), strict=True)
+    ours = dict(follows.named_buffers()) | dict(follows.named_parameters())
+    theirs = dict(read.named_buffers()) | dict(read.named_parameters())
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    tokens = read.tokenize(["a dog runs on the beach"])
+    assert torch.equal(follows.eval().encode_text(tokens), read.eval().encode_text(tokens))

@@ -71,3 +71,29 @@ def test_matmul_precision_holds_for_the_run_is_recorded_and_restored(tiny_cache,
     assert torch.get_float32_matmul_precision() == before
     plain = {"seed": 1, "matmul_precision": "highest"}
     assert identity_keys(plain) == {"seed": 1} and identity_keys({**plain, "matmul_precision": "high"}) != {"seed": 1}
+
+
+@pytest.mark.filterwarnings("ignore:The `srun` command")
+@pytest.mark.parametrize("flag", [False, True])
+def test_trainer_deterministic_flag_holds_whatever_the_process_had(monkeypatch, flag):
+    """``trainer.deterministic`` is what the stream runs under, after a job of the same process that set the other
+    value; false on a process where it is already off is left as it is (Lightning's call would import torch's
+    compiler only to turn it off again)."""
+    import torch
+
+    from tta.stages import build_trainer
+
+    cfg = compose("run", [f"trainer.deterministic={str(flag).lower()}", "trainer.enable_progress_bar=false"])
+    calls = []
+    real = torch.use_deterministic_algorithms
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda *a, **k: (calls.append(a[0]), real(*a, **k)))
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        for earlier in (not flag, flag):
+            real(earlier)
+            calls.clear()
+            build_trainer(cfg, callbacks=[])
+            assert torch.are_deterministic_algorithms_enabled() is flag
+            assert calls == ([] if earlier is flag is False else [flag])
+    finally:
+        real(before)

@@ -80,3 +80,53 @@ def test_an_editable_install_has_no_identity_to_cache_under():
     assert _installed_identity("no-such-distribution") is None
     identity = _installed_identity("transformers")
     assert identity is None or identity.startswith("transformers ")
+
+
+
+DYNAMO = """
+import sys, torch
+import tta.run, lightning.pytorch, open_clip
+from transformers.integrations import finegrained_fp8
+from lightning.fabric.wrappers import _unwrap_compiled
+from lightning.pytorch.utilities.compile import from_compiled
+from lightning.pytorch.trainer.connectors.logger_connector.result import _ResultCollection
+from transformers.masking_utils import TransformGetItemToIndex
+from tta.models.retrieval import RetrievalModel, TowerConfig
+RetrievalModel(TowerConfig(), weights_follow=True)  # the embedded towers, BERT's modelling code included
+out = ["torch._dynamo" not in sys.modules]
+plain = torch.nn.Linear(2, 2)
+out.append(_unwrap_compiled(plain)[0] is plain)  # nothing can be compiled yet
+compiled = torch.compile(plain, backend="eager")  # loads dynamo
+out += ["torch._dynamo" in sys.modules, _unwrap_compiled(compiled)[0] is plain]
+module = lightning.pytorch.LightningModule()
+out.append(from_compiled(torch.compile(module, backend="eager")) is module)
+from torch._dynamo import trace_rules
+out.append(id(finegrained_fp8._load_finegrained_fp8_kernel) in trace_rules._allowed_callable_ids)
+with TransformGetItemToIndex() as mode:
+    out.append(type(mode).__module__)
+results = _ResultCollection(training=True)
+
+def step(x):  # Lightning's logging is kept out of compiled graphs: one break around it
+    results.log("training_step", "loss", x.sum(), batch_size=1)
+    return x * 2
+
+out.append(torch._dynamo.explain(step)(torch.ones(2)).graph_break_count)
+print(*out)
+"""
+
+
+@pytest.mark.heavy  # fresh interpreters importing torch, Lightning, open_clip and transformers: seconds
+def test_torch_compiler_loads_only_when_used_and_then_works_as_with_ordinary_imports():
+    """Lightning's and transformers' import-time uses of dynamo (a stand-in ``OptimizedModule``, decorators kept
+    until dynamo loads) leave it unloaded through a run's imports and model build; once something compiles, compiled
+    modules are recognised, marked functions are allowed in graphs and Lightning's logging stays out of them, exactly
+    as with the ordinary imports."""
+    def run(**env) -> list[str]:
+        import os
+
+        return subprocess.run([sys.executable, "-c", DYNAMO], env={**os.environ, **env}, capture_output=True,
+                              text=True, check=True).stdout.split()
+
+    compiled_as_usual = ["True"] * 5 + ["torch._dynamo._trace_wrapped_higher_order_op", "1"]
+    assert run() == ["True", *compiled_as_usual]
+    assert run(TTA_EAGER_IMPORTS="1") == ["False", *compiled_as_usual]

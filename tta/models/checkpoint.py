@@ -81,7 +81,7 @@ def _load(path: str | os.PathLike, head: str | None, expect_arch: str | None, te
     if stored_pool != "mean" and text_pool != stored_pool:  # its trained weights would be lost without a word
         raise ValueError(f"checkpoint {path} was trained with model.text_pool={stored_pool}; set "
                          f"model.text_pool={stored_pool} to load it")
-    model = RetrievalModel(tower, head=head, text_pool=text_pool)
+    model = RetrievalModel(tower, head=head, text_pool=text_pool, weights_follow=True)  # both towers' come next
     state = blob["state_dict"]
     fresh = tuple(prefix for prefix, changed in (("pool.", head != cfg["head"]),
                                                  ("text_clauses.", text_pool != stored_pool)) if changed)

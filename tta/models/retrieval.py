@@ -33,9 +33,11 @@ class RetrievalModel(nn.Module):
         xpool_dropout: dropout of the X-Pool residual branch (the other heads ignore it).
         text_pool: ``mean`` (the tower's own mean pooling) or ``clauses`` (:mod:`tta.models.text_clauses`; the
             embedded text tower only).
+        weights_follow: the caller loads every tower weight next (:func:`tta.models.towers.build_clip`).
     """
 
-    def __init__(self, tower: TowerConfig, head: str = "meanp", xpool_dropout: float = 0.3, text_pool: str = "mean"):
+    def __init__(self, tower: TowerConfig, head: str = "meanp", xpool_dropout: float = 0.3, text_pool: str = "mean",
+                 weights_follow: bool = False):
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"unknown similarity head {head!r}; choose one of {tuple(HEADS)}")
@@ -47,7 +49,7 @@ class RetrievalModel(nn.Module):
         self.tower_cfg = tower
         self.head_name = head
         self.text_pool = text_pool
-        self.clip = build_clip(tower)
+        self.clip = build_clip(tower, weights_follow)
         # the head's width is the towers' output width (512 for ViT-B-32, whatever tower.embed_dim says)
         width = int(getattr(self.clip.visual, "output_dim", None) or tower.embed_dim)
         self.pool = HEADS[head](width, xpool_dropout)  # meanp has no parameters: nothing under pool.* then

@@ -15,8 +15,10 @@ on by itself; for a local file of OpenAI weights set ``quick_gelu: true`` or use
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,26 +135,60 @@ class Tokenizer:
         return len(self._oc.encode(text)) + 2 if hasattr(self._oc, "encode") else self.context_length
 
 
-def build_clip(cfg: TowerConfig) -> nn.Module:
-    """Build the open_clip model described by ``cfg`` (weights: pretrained tag / local file / random)."""
+@contextlib.contextmanager
+def _drawless_from_config() -> Iterator[None]:
+    """open_clip's ``AutoModel.from_config`` with torch's generator restored after it, as reading the weights
+    (on meta tensors) leaves it: the towers' random starts before and after it, and the run's draws after the
+    build, stay what they were."""
+    import open_clip.hf_model as hf
+
+    real = hf.AutoModel
+
+    class Drawless:
+        @staticmethod
+        def from_config(*args, **kwargs):
+            with torch.random.fork_rng(devices=[]):
+                return real.from_config(*args, **kwargs)
+
+    hf.AutoModel = Drawless
+    try:
+        yield
+    finally:
+        hf.AutoModel = real
+
+
+def _embedded_clip(cfg: TowerConfig, weights_follow: bool) -> nn.Module:
+    import open_clip
+    import transformers
+
+    path = minilm_path()
+    text_cfg = dict(hf_model_name=path, hf_tokenizer_name=path, hf_proj_type=cfg.text_proj,
+                    hf_pooler_type="mean_pooler", hf_model_pretrained=not weights_follow,
+                    context_length=cfg.context_length)
+    verbosity = transformers.logging.get_verbosity()
+    transformers.utils.logging.disable_progress_bar()
+    transformers.logging.set_verbosity_error()  # the unused BERT pooler weights are expected
+    try:
+        with _drawless_from_config() if weights_follow else contextlib.nullcontext():
+            model = open_clip.CustomTextCLIP(embed_dim=cfg.embed_dim, vision_cfg=dict(cfg.vision), text_cfg=text_cfg)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    if cfg.pretrained:
+        load_tower_weights(model, cfg.pretrained)
+    return model
+
+
+def build_clip(cfg: TowerConfig, weights_follow: bool = False) -> nn.Module:
+    """Build the open_clip model described by ``cfg`` (weights: pretrained tag / local file / random).
+
+    ``weights_follow``: the caller loads every tower weight next, so the embedded text tower is made from its
+    configuration instead of reading MiniLM's weights (whose loading, on meta tensors, also imports torch's
+    compiler), with torch's generator left as that reading leaves it.
+    """
     import open_clip
 
     if cfg.arch == EMBEDDED:
-        path = minilm_path()
-        text_cfg = dict(hf_model_name=path, hf_tokenizer_name=path, hf_proj_type=cfg.text_proj,
-                        hf_pooler_type="mean_pooler", hf_model_pretrained=True, context_length=cfg.context_length)
-        import transformers
-
-        verbosity = transformers.logging.get_verbosity()
-        transformers.utils.logging.disable_progress_bar()
-        transformers.logging.set_verbosity_error()  # the unused BERT pooler weights are expected
-        try:
-            model = open_clip.CustomTextCLIP(embed_dim=cfg.embed_dim, vision_cfg=dict(cfg.vision), text_cfg=text_cfg)
-        finally:
-            transformers.logging.set_verbosity(verbosity)
-        if cfg.pretrained:
-            load_tower_weights(model, cfg.pretrained)
-        return model
+        return _embedded_clip(cfg, weights_follow)
     if cfg.arch == CUSTOM:
         if not cfg.clip_cfg:
             raise ValueError("arch=custom needs clip_cfg (open_clip CLIP kwargs: embed_dim, vision_cfg, text_cfg)")

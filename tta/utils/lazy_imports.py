@@ -2,13 +2,22 @@
 
 * ``torchmetrics``: Lightning checks its ``__version__`` and takes ``Metric`` / ``MetricCollection`` from it; its
   ``__init__`` meanwhile imports every metric family (torchvision, transformers, scipy.signal).
-* ``torchvision`` and ``torchvision.models``: open_clip takes its transforms and one layer from
-  ``torchvision.ops``, timm's layers the feature extractor of ``torchvision.models``; the two ``__init__`` import
-  every dataset and model definition. torchvision's C extension and operator registrations still load first, as
+* ``torchvision``, ``torchvision.models`` and ``torchvision.ops``: open_clip takes its transforms and one layer from
+  ``torchvision.ops.misc``, timm's layers the feature extractor of ``torchvision.models``; the ``__init__`` files
+  import every dataset, model and operator definition (the operators load dynamo's utilities). torchvision's C extension and operator registrations still load first, as
   in its real ``__init__``.
 * ``timm``: open_clip takes a few layers from ``timm.layers`` for its timm towers, and ``timm``'s ``__init__``
   imports every timm model and, through its utilities, wandb (which is therefore not imported either; wandb itself
   is never deferred: its own modules read its ``__init__``'s names while it imports).
+
+``torch._dynamo`` (about a second), which a run that compiles nothing and builds no optimizer never uses: Lightning
+takes ``OptimizedModule`` from it only to recognise compiled modules, and Lightning and transformers decorate
+functions with it at import (``disable``, ``allow_in_graph``, ``assume_constant_result``). While the modules of
+:func:`stand_ins` run, ``torch._dynamo`` is a stand-in: its ``OptimizedModule`` answers ``isinstance`` with the
+real class once dynamo is loaded (nothing can be compiled before), ``disable`` gives a wrapper that calls the
+function as it is until dynamo is loaded and its disabled version from then on, and ``allow_in_graph`` marks are
+made in dynamo's registry when it loads. Any other name loads the real package and is its; every other import is
+the ordinary one. (torch's optimizers load dynamo when they are built, so an adapter that updates weights loads it.)
 
 One piece of import-time work is cached instead: ``transformers`` builds the map of where each of its names lives
 by reading every model file's ``__all__`` (twice, for ``transformers`` and ``transformers.models``), on every
@@ -24,6 +33,8 @@ ordinary import alone; ``TTA_EAGER_IMPORTS=1`` turns every deferral off (tta/__i
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -99,17 +110,21 @@ class _DeferredInit(importlib.abc.Loader):
 
 
 class _Patched(importlib.abc.Loader):
-    """Runs the module as its real loader does, then ``patch`` on it (before anything imports names from it)."""
+    """Runs the module as its real loader does, inside ``around`` where given, then ``patch`` on it where given
+    (before anything imports names from it)."""
 
-    def __init__(self, real: importlib.abc.Loader, patch: Callable[[types.ModuleType], None]):
-        self.real, self.patch = real, patch
+    def __init__(self, real: importlib.abc.Loader, patch: Callable[[types.ModuleType], None] | None = None,
+                 around: Callable[[types.ModuleType], contextlib.AbstractContextManager] | None = None):
+        self.real, self.patch, self.around = real, patch, around
 
     def create_module(self, spec):
         return self.real.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
-        self.real.exec_module(module)
-        self.patch(module)
+        with self.around(module) if self.around is not None else contextlib.nullcontext():
+            self.real.exec_module(module)
+        if self.patch is not None:
+            self.patch(module)
 
     def __getattr__(self, name: str):
         return getattr(self.real, name)
@@ -119,15 +134,16 @@ class _Deferrer(importlib.abc.MetaPathFinder):
     """Finds each deferred package once, with the path finder's own spec and :class:`_DeferredInit` as its loader,
     and each patched module once, with :class:`_Patched`."""
 
-    def __init__(self, deferrals: dict[str, Deferral], patches: dict[str, Callable[[types.ModuleType], None]]):
-        self.deferrals, self.patches = deferrals, patches
+    def __init__(self, deferrals: dict[str, Deferral], patches: dict[str, Callable[[types.ModuleType], None]],
+                 around: dict[str, Callable[[types.ModuleType], contextlib.AbstractContextManager]]):
+        self.deferrals, self.patches, self.around = deferrals, patches, around
 
     def find_spec(self, fullname, path, target=None):
-        patch = self.patches.pop(fullname, None)
-        if patch is not None:
+        patch, around = self.patches.pop(fullname, None), self.around.pop(fullname, None)
+        if patch is not None or around is not None:
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
             if spec is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _Patched(spec.loader, patch)
+                spec.loader = _Patched(spec.loader, patch, around)
                 return spec
             return None
         deferral = self.deferrals.get(fullname)  # kept until its module is made: find_spec alone imports nothing
@@ -174,7 +190,7 @@ def _torchvision() -> Deferral:
 def deferrals() -> dict[str, Deferral]:
     """The packages of the module docstring and how each is deferred."""
     return {"torchmetrics": _torchmetrics(), "torchvision": _torchvision(), "torchvision.models": Deferral(),
-            "timm": Deferral()}
+            "torchvision.ops": Deferral(), "timm": Deferral()}
 
 
 def _installed_identity(distribution: str) -> str | None:
@@ -234,17 +250,147 @@ def _read_or_build(name: str, real: Callable, module_path, prefix) -> dict:
     return structure
 
 
+_DYNAMO = "torch._dynamo"
+_ALLOWED_IN_GRAPH: list[Callable] = []  # functions marked while dynamo was not loaded; marked again once it is
+
+
+def _loaded_dynamo() -> types.ModuleType | None:
+    return sys.modules.get(_DYNAMO)
+
+
+class _CompiledCheck(type):
+    """``isinstance`` and ``issubclass`` against dynamo's ``OptimizedModule`` once dynamo is loaded: no module can
+    be compiled before."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        real = getattr(_loaded_dynamo(), "OptimizedModule", None)
+        return real is not None and isinstance(obj, real)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        real = getattr(_loaded_dynamo(), "OptimizedModule", None)
+        return real is not None and issubclass(sub, real)
+
+
+class OptimizedModule(metaclass=_CompiledCheck):
+    """Stands for ``torch._dynamo.OptimizedModule`` (the module docstring)."""
+
+
+class TransformGetItemToIndex:
+    """Stands for dynamo's mode of that name: making one makes the real one (transformers enters it only to build
+    masks with ``vmap``)."""
+
+    def __new__(cls, *args, **kwargs):
+        real = importlib.import_module(f"{_DYNAMO}._trace_wrapped_higher_order_op")
+        return real.TransformGetItemToIndex(*args, **kwargs)
+
+
+def _disable_once_loaded(fn=None, recursive=True, *, reason=None):
+    """``torch.compiler.disable`` that leaves dynamo unloaded: ``fn`` as it is until dynamo is loaded (nothing can
+    compile it before), its disabled version from then on."""
+    if fn is None:
+        return functools.partial(_disable_once_loaded, recursive=recursive, reason=reason)
+    disabled = []
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        dynamo = _loaded_dynamo()
+        if dynamo is None:
+            return fn(*args, **kwargs)
+        if not disabled:
+            disabled.append(dynamo.disable(fn, recursive, reason=reason))
+        return disabled[0](*args, **kwargs)
+
+    return call
+
+
+class _DynamoStandIn:
+    """``torch._dynamo`` as the modules of :func:`stand_ins` use it while they run: its decorators, kept until dynamo
+    is loaded; any other name loads the real package and is its."""
+
+    OptimizedModule = OptimizedModule
+    disable = staticmethod(_disable_once_loaded)
+
+    @staticmethod
+    def allow_in_graph(fn):
+        _ALLOWED_IN_GRAPH.append(fn)  # dynamo's own registry, filled once it is loaded (:func:`_mark_allowed`)
+        return fn
+
+    @staticmethod
+    def assume_constant_result(fn):
+        fn._dynamo_marked_constant = True  # all that dynamo's decorator does
+        return fn
+
+    def __getattr__(self, name: str):
+        import torch
+
+        if torch.__dict__.get("_dynamo") is self:
+            del torch._dynamo
+        return getattr(importlib.import_module(_DYNAMO), name)
+
+
+_STAND_IN = _DynamoStandIn()
+_FROM_IMPORTS = {_DYNAMO: _STAND_IN, f"{_DYNAMO}._trace_wrapped_higher_order_op": types.SimpleNamespace(
+    TransformGetItemToIndex=TransformGetItemToIndex)}
+
+
+def _mark_allowed(dynamo: types.ModuleType) -> None:
+    while _ALLOWED_IN_GRAPH:
+        dynamo.allow_in_graph(_ALLOWED_IN_GRAPH.pop(0))
+
+
+@contextlib.contextmanager
+def _without_dynamo(module: types.ModuleType):
+    """While ``module`` runs and dynamo is not loaded: ``torch._dynamo`` is :data:`_STAND_IN`, ``torch.compiler.disable``
+    is :func:`_disable_once_loaded`, and the module's own ``from`` imports of the names :data:`_FROM_IMPORTS` serves get
+    the stand-ins; every other import is the ordinary one."""
+    if _loaded_dynamo() is not None:
+        yield
+        return
+    import torch
+    import torch.compiler
+
+    compiler = torch.compiler
+    real_import, real_disable, real_allow = builtins.__import__, compiler.disable, compiler.allow_in_graph
+    outer = torch.__dict__.get("_dynamo")
+
+    def imports(name, globals=None, locals=None, fromlist=(), level=0):
+        served = _FROM_IMPORTS.get(name) if level == 0 and _loaded_dynamo() is None else None
+        if (served is not None and fromlist and (globals or {}).get("__name__") == module.__name__
+                and all(n in dir(served) for n in fromlist)):
+            return served
+        return real_import(name, globals, locals, fromlist, level)
+
+    builtins.__import__, torch._dynamo = imports, _STAND_IN
+    compiler.disable, compiler.allow_in_graph = _STAND_IN.disable, _STAND_IN.allow_in_graph
+    try:
+        yield
+    finally:
+        builtins.__import__, compiler.disable, compiler.allow_in_graph = real_import, real_disable, real_allow
+        if torch.__dict__.get("_dynamo") is _STAND_IN and outer is not _STAND_IN:  # not inside another such module
+            del torch._dynamo
+
+
 def patches() -> dict[str, Callable[[types.ModuleType], None]]:
     """The modules patched right after they run (the module docstring)."""
-    return {"transformers.utils.import_utils": _cache_import_structure}
+    return {"transformers.utils.import_utils": _cache_import_structure, _DYNAMO: _mark_allowed}
+
+
+def stand_ins() -> dict[str, Callable[[types.ModuleType], contextlib.AbstractContextManager]]:
+    """The modules that run with :func:`_without_dynamo` (the module docstring)."""
+    return {name: _without_dynamo for name in (
+        "lightning.fabric.wrappers", "lightning.pytorch.utilities.compile",
+        "lightning.pytorch.trainer.connectors.logger_connector.result", "transformers.masking_utils",
+        "transformers.integrations.deepgemm", "transformers.integrations.finegrained_fp8",
+        "transformers.integrations.sonicmoe", "transformers.integrations.flex_attention", "transformers.modeling_utils")}
 
 
 def defer_imports() -> None:
-    """Defer the packages of :func:`deferrals` and patch the modules of :func:`patches` that are not imported yet
-    (once per process)."""
+    """Defer the packages of :func:`deferrals`, patch the modules of :func:`patches` and run those of
+    :func:`stand_ins` with their stand-ins, where not imported yet (once per process)."""
     if any(isinstance(f, _Deferrer) for f in sys.meta_path):
         return
     pending = {name: d for name, d in deferrals().items() if name not in sys.modules}
     patching = {name: p for name, p in patches().items() if name not in sys.modules}
-    if pending or patching:
-        sys.meta_path.insert(0, _Deferrer(pending, patching))
+    around = {name: a for name, a in stand_ins().items() if name not in sys.modules}
+    if pending or patching or around:
+        sys.meta_path.insert(0, _Deferrer(pending, patching, around))
