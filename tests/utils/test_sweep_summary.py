@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import traceback
 
 from tta.utils.sweep import SKIPPED, sweep_jobs, sweep_summary
 
@@ -39,3 +40,40 @@ def test_jobs_are_counted_by_what_this_sweep_did_and_cells_average_over_seeds(tm
     assert lines[2] == "worst R@1  30.00  adapter=source"
     assert lines[3] == "failed (error.txt in each): adapter=sar,seed=0"
     assert lines[-1] == f"tables: python -m tta.report {tmp_path}"
+
+
+def test_a_failed_job_keeps_no_loader_worker_alive_for_the_rest_of_the_sweep(tmp_path):
+    """Hydra keeps a failed job's exception until the sweep ends; once the job's line and error.txt are written,
+    its traceback no longer holds the job's loader (whose worker would otherwise live through every later job)."""
+    import multiprocessing
+
+    from hydra.core.utils import JobReturn, JobStatus
+    from omegaconf import OmegaConf
+    from torch.utils.data import DataLoader, Dataset
+
+    from tta.utils.sweep import SweepLines
+
+    class Failing(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            raise FileNotFoundError("gone")
+
+    def job():
+        batches = iter(DataLoader(Failing(), batch_size=2, num_workers=1))
+        return next(batches)
+
+    try:
+        job()
+    except FileNotFoundError as e:
+        err = ValueError("the job failed")
+        err.__cause__ = e
+    workers = multiprocessing.active_children()
+    assert len(workers) == 1  # alive while the traceback holds the loader
+    config = OmegaConf.create({"hydra": {"mode": "RunMode.MULTIRUN", "runtime": {"output_dir": str(tmp_path)},
+                                         "job": {"override_dirname": "adapter=tent", "num": 0}}})
+    SweepLines().on_job_end(config, JobReturn(status=JobStatus.FAILED, _return_value=err))
+    workers[0].join(timeout=30)
+    assert not workers[0].is_alive() and "FileNotFoundError: gone" in (tmp_path / "error.txt").read_text()
+    assert "in job" in "".join(traceback.format_exception(err))  # the traceback's text is intact

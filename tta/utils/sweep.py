@@ -70,6 +70,7 @@ class SweepLines(Callback):
             return
         err = job_return._return_value  # the exception (reading .return_value would raise it)
         write_error(job_dir, err)
+        _release_frames(err)
         log.error("job %s FAILED  %s  |  %s: %s (traceback in %s)", num, name, type(err).__name__, err,
                   job_dir / "error.txt")
 
@@ -259,6 +260,17 @@ def end_interrupted_job(job_dir: Path, err: RunInterrupted, job: DictConfig) -> 
     log.warning("job %s INTERRUPTED  %s  |  %s", job.get("num", "?"), job.get("override_dirname") or job_dir.name,
                 err)
     err.exit()
+
+
+def _release_frames(err: BaseException) -> None:
+    """Drop the local variables of the finished frames of ``err``'s traceback (and of the exceptions it chains):
+    Hydra keeps a failed job's exception until the sweep ends, and its frames would keep the job's model, data and
+    loader workers alive through every later job. The text of the traceback stays as it was."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)
+        err = err.__cause__ or err.__context__
 
 
 def write_error(job_dir: Path, err: BaseException | None) -> None:
