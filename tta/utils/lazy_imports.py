@@ -340,9 +340,9 @@ def _mark_allowed(dynamo: types.ModuleType) -> None:
 
 @contextlib.contextmanager
 def _without_dynamo(module: types.ModuleType):
-    """While ``module`` runs and dynamo is not loaded: ``torch._dynamo`` is :data:`_STAND_IN`, ``torch.compiler.disable``
-    is :func:`_disable_once_loaded`, and the module's own ``from`` imports of the names :data:`_FROM_IMPORTS` serves get
-    the stand-ins; every other import is the ordinary one."""
+    """While ``module`` runs and dynamo is not loaded: ``torch._dynamo`` is :data:`_STAND_IN`, whose ``disable`` and
+    ``allow_in_graph`` ``torch.compiler``'s are too, and the module's own ``from`` imports of the names
+    :data:`_FROM_IMPORTS` serves get the stand-ins; every other import is the ordinary one."""
     if _loaded_dynamo() is not None:
         yield
         return
