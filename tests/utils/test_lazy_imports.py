@@ -130,3 +130,82 @@ def test_torch_compiler_loads_only_when_used_and_then_works_as_with_ordinary_imp
     compiled_as_usual = ["True"] * 5 + ["torch._dynamo._trace_wrapped_higher_order_op", "1"]
     assert run() == ["True", *compiled_as_usual]
     assert run(TTA_EAGER_IMPORTS="1") == ["False", *compiled_as_usual]
+
+
+def test_names_served_later_load_their_source_on_first_use(tmp_path, monkeypatch):
+    """A package's ``from source import names`` gets stand-ins while ``source`` is unloaded: calling one or asking it
+    for an attribute loads ``source`` and forwards; ``isinstance`` is False until then and real after; a class body
+    subclassing one gets the real base; an import naming anything not served, or made at run time, is ordinary."""
+    from tta.utils import lazy_imports
+
+    (tmp_path / "lazyheavy.py").write_text(
+        "class Thing:\n    kind = 'real'\n\ndef helper(x):\n    return x + 1\n\nOTHER = 5\n")
+    (tmp_path / "lazyuser").mkdir()
+    (tmp_path / "lazyuser" / "__init__.py").write_text("")
+    (tmp_path / "lazyuser" / "light.py").write_text(
+        "from lazyheavy import Thing, helper\n\ndef at_run_time():\n    from lazyheavy import Thing\n    return Thing\n")
+    (tmp_path / "lazyuser" / "mixed.py").write_text("from lazyheavy import Thing, OTHER\n")
+    (tmp_path / "lazyuser" / "sub.py").write_text("from lazyheavy import Thing\n\nclass Sub(Thing):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(lazy_imports, "served_later", lambda: {"lazyuser": {"lazyheavy": ("Thing", "helper")}})
+    finder = lazy_imports._Deferrer({}, {}, {}, frozenset({"lazyuser"}))
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    for name in ("lazyheavy", "lazyuser", "lazyuser.light", "lazyuser.mixed", "lazyuser.sub"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+    import lazyuser.light as light
+
+    assert "lazyheavy" not in sys.modules and not isinstance(object(), light.Thing)
+    assert light.helper(1) == 2 and "lazyheavy" in sys.modules  # the first call loads the source
+    import lazyheavy
+
+    assert isinstance(lazyheavy.Thing(), light.Thing) and issubclass(lazyheavy.Thing, light.Thing)
+    assert light.Thing.kind == "real" and type(light.Thing()) is lazyheavy.Thing
+    assert light.at_run_time() is lazyheavy.Thing  # a function's import at run time: the ordinary one
+    monkeypatch.delitem(sys.modules, "lazyheavy")
+    import lazyuser.mixed as mixed  # OTHER is not served: the whole statement imports as usual
+
+    assert mixed.Thing is sys.modules["lazyheavy"].Thing
+    monkeypatch.delitem(sys.modules, "lazyheavy")
+    import lazyuser.sub as sub
+
+    assert sub.Sub.__mro__[1] is sys.modules["lazyheavy"].Thing and sub.Sub().kind == "real"
+
+
+SERVED = """
+import sys
+import numpy as np, torch
+import tta.run, lightning.pytorch, open_clip
+from tta.models.retrieval import RetrievalModel, TowerConfig
+RetrievalModel(TowerConfig(), weights_follow=True)  # the embedded towers, BERT's modelling code included
+heavy = ("torch.distributed.tensor", "scipy.optimize", "matplotlib", "torch.nn.attention.flex_attention", "ftfy.fixes")
+out = [all(name not in sys.modules for name in heavy)]
+from transformers.loss import loss_for_object_detection as detection
+from transformers.distributed import sharding_utils, utils as dist_utils
+out.append(detection.linear_sum_assignment(np.array([[4.0, 1.0], [2.0, 8.0]]))[1].tolist() == [1, 0])
+out.append(dist_utils.is_dtensor(torch.zeros(1)))
+from torch.distributed.tensor import DTensor
+from transformers.masking_utils import BlockMask
+from torch.nn.attention.flex_attention import BlockMask as RealBlockMask
+out += [sharding_utils.DTensor.from_local == DTensor.from_local, issubclass(RealBlockMask, BlockMask)]
+import torchmetrics
+fig, ax = torchmetrics.MeanMetric().plot(torch.tensor(1.0))
+import open_clip.tokenizer
+out += [type(fig).__name__, open_clip.tokenizer.basic_clean("caf\u00c3\u00a9 &amp; tea")]
+print(*out, sep="|")
+"""
+
+
+@pytest.mark.heavy  # fresh interpreters importing torch, Lightning, open_clip and transformers: seconds
+def test_a_runs_imports_leave_distributed_tensors_detection_losses_and_plots_unloaded_yet_usable():
+    """Building the embedded model imports none of torch's distributed tensors, scipy.optimize, matplotlib, flex
+    attention or ftfy; each of the names served in their place works as the real one when used."""
+    import os
+
+    def run(**env) -> list[str]:
+        return subprocess.run([sys.executable, "-c", SERVED], env={**os.environ, **env}, capture_output=True,
+                              text=True, check=True).stdout.strip().split("|")
+
+    used_as_usual = ["True", "False", "True", "True", "Figure", "café & tea"]
+    assert run() == ["True", *used_as_usual]
+    assert run(TTA_EAGER_IMPORTS="1") == ["False", *used_as_usual]

@@ -19,6 +19,14 @@ function as it is until dynamo is loaded and its disabled version from then on, 
 made in dynamo's registry when it loads. Any other name loads the real package and is its; every other import is
 the ordinary one. (torch's optimizers load dynamo when they are built, so an adapter that updates weights loads it.)
 
+Names served later (:func:`served_later`): some modules of transformers and torchmetrics import, at their top,
+names of large packages that only tensor-parallel or FSDP loading, detection losses, flex attention or metric plots
+use: torch's distributed tensors (which import sympy), scipy.optimize, matplotlib, flex attention. While such a
+module runs, its ``from source import names`` gets, for each name, a stand-in class that imports ``source`` and
+forwards to the real object the first time it is called or asked for an attribute; until then, nothing can be an
+instance of the real class, so ``isinstance`` answers False without loading it. ``ftfy`` (the text repair of CLIP's
+own tokenizer, which the embedded model's BERT tokenizer does not use) is deferred like the packages above.
+
 One piece of import-time work is cached instead: ``transformers`` builds the map of where each of its names lives
 by reading every model file's ``__all__`` (twice, for ``transformers`` and ``transformers.models``), on every
 import. Its result depends only on the installed files, so it is kept in the cache directory under the installed
@@ -40,6 +48,7 @@ import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import json
 import logging
 import os
@@ -135,11 +144,15 @@ class _Deferrer(importlib.abc.MetaPathFinder):
     and each patched module once, with :class:`_Patched`."""
 
     def __init__(self, deferrals: dict[str, Deferral], patches: dict[str, Callable[[types.ModuleType], None]],
-                 around: dict[str, Callable[[types.ModuleType], contextlib.AbstractContextManager]]):
-        self.deferrals, self.patches, self.around = deferrals, patches, around
+                 around: dict[str, Callable[[types.ModuleType], contextlib.AbstractContextManager]],
+                 later: frozenset[str] = frozenset()):
+        self.deferrals, self.patches, self.around, self.later = deferrals, patches, around, later
 
     def find_spec(self, fullname, path, target=None):
         patch, around = self.patches.pop(fullname, None), self.around.pop(fullname, None)
+        root, _, rest = fullname.partition(".")
+        if rest and root in self.later:  # a module of a package of :func:`served_later`
+            around = _serving_later if around is None else _inside(around, _serving_later)
         if patch is not None or around is not None:
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
             if spec is not None and hasattr(spec.loader, "exec_module"):
@@ -190,7 +203,7 @@ def _torchvision() -> Deferral:
 def deferrals() -> dict[str, Deferral]:
     """The packages of the module docstring and how each is deferred."""
     return {"torchmetrics": _torchmetrics(), "torchvision": _torchvision(), "torchvision.models": Deferral(),
-            "torchvision.ops": Deferral(), "timm": Deferral()}
+            "torchvision.ops": Deferral(), "timm": Deferral(), "ftfy": Deferral()}
 
 
 def _installed_identity(distribution: str) -> str | None:
@@ -370,6 +383,88 @@ def _without_dynamo(module: types.ModuleType):
             del torch._dynamo
 
 
+class _Later(type):
+    """The type of a name that stands for ``source.name`` until it is used: calling it, or asking it for an
+    attribute, imports ``source`` and forwards to the real object; ``isinstance`` and ``issubclass`` answer False
+    while ``source`` is not loaded (nothing can be an instance of a class not yet defined) and the real answer after."""
+
+    def __new__(mcls, name, bases, namespace, **kwargs):
+        if not any(isinstance(base, _Later) for base in bases):
+            return super().__new__(mcls, name, bases, namespace, **kwargs)
+        # a class body subclassing a stand-in: made on the real base, as the ordinary import would have
+        bases = tuple(base.real() if isinstance(base, _Later) else base for base in bases)
+        meta, _, kwargs = types.prepare_class(name, bases, kwargs)
+        return meta(name, bases, namespace, **kwargs)
+
+    def real(cls):
+        return getattr(importlib.import_module(cls._source), cls._name)
+
+    def __call__(cls, *args, **kwargs):
+        return cls.real()(*args, **kwargs)
+
+    def __getattr__(cls, attr: str):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return getattr(cls.real(), attr)
+
+    def __instancecheck__(cls, obj) -> bool:
+        return cls._source in sys.modules and isinstance(obj, cls.real())
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return cls._source in sys.modules and issubclass(sub, cls.real())
+
+
+def _later(source: str, name: str) -> _Later:
+    return _Later(name, (), {"_source": source, "_name": name, "__module__": source,
+                             "__doc__": f"Stands for {source}.{name} until used (tta.utils.lazy_imports)."})
+
+
+def served_later() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Package -> {source module: the names any of its modules' ``from source import ...`` gets as :class:`_Later`}:
+    imports that load a large package for code paths a retrieval run never takes (transformers' tensor-parallel
+    loading and detection losses, torchmetrics' plots). None of these modules subclasses a served name."""
+    return {
+        "transformers": {
+            "torch.distributed.tensor": ("DTensor", "Partial", "Replicate", "Shard", "distribute_tensor"),
+            "torch.distributed.tensor._utils": ("compute_local_shape_and_global_offset",),
+            "torch.distributed.tensor.placement_types": ("Shard", "_StridedShard"),
+            "torch.distributed._composable.fsdp": ("fully_shard",),
+            "torch.distributed.fsdp": ("CPUOffloadPolicy", "MixedPrecisionPolicy"),
+            "torch.distributed.checkpoint.hf_storage": ("HuggingFaceStorageReader", "HuggingFaceStorageWriter"),
+            "scipy.optimize": ("linear_sum_assignment",),
+            "torch.nn.attention.flex_attention": ("BlockMask", "create_block_mask"),
+            # these make torch's tensor-parallel styles, or load flex attention's, as they import
+            "transformers.distributed.tensor_parallel": (
+                "apply_tensor_parallelism", "gather_state_dict_for_save", "get_kv_heads_per_rank", "verify_tp_plan"),
+            "transformers.distributed.expert_parallel": ("apply_expert_parallelism",),
+            "transformers.integrations.flex_attention": ("flex_attention_forward", "make_flex_block_causal_mask")},
+        "torchmetrics": {"torchmetrics.utilities.plot": ("_AX_TYPE", "_PLOT_OUT_TYPE", "plot_single_or_multi_val")},
+    }
+
+
+@contextlib.contextmanager
+def _serving_later(module: types.ModuleType):
+    """While ``module`` runs, its ``from source import names`` of :func:`served_later` get :class:`_Later` stand-ins
+    where ``source`` is not loaded yet and every name is one served; every other import is the ordinary one."""
+    table = served_later().get(module.__name__.partition(".")[0], {})
+    real_import = builtins.__import__
+
+    def imports(name, globals=None, locals=None, fromlist=(), level=0):
+        globals = globals or {}
+        if fromlist and globals.get("__name__") == module.__name__:
+            source = importlib.util.resolve_name("." * level + name, globals.get("__package__")) if level else name
+            names = table.get(source, ())
+            if source not in sys.modules and names and set(fromlist) <= set(names):
+                return types.SimpleNamespace(**{n: _later(source, n) for n in fromlist})
+        return real_import(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = imports
+    try:
+        yield
+    finally:
+        builtins.__import__ = real_import
+
+
 def patches() -> dict[str, Callable[[types.ModuleType], None]]:
     """The modules patched right after they run (the module docstring)."""
     return {"transformers.utils.import_utils": _cache_import_structure, _DYNAMO: _mark_allowed}
@@ -377,20 +472,30 @@ def patches() -> dict[str, Callable[[types.ModuleType], None]]:
 
 def stand_ins() -> dict[str, Callable[[types.ModuleType], contextlib.AbstractContextManager]]:
     """The modules that run with :func:`_without_dynamo` (the module docstring)."""
-    return {name: _without_dynamo for name in (
-        "lightning.fabric.wrappers", "lightning.pytorch.utilities.compile",
-        "lightning.pytorch.trainer.connectors.logger_connector.result", "transformers.masking_utils",
-        "transformers.integrations.deepgemm", "transformers.integrations.finegrained_fp8",
-        "transformers.integrations.sonicmoe", "transformers.integrations.flex_attention", "transformers.modeling_utils")}
+    without_dynamo = ("lightning.fabric.wrappers", "lightning.pytorch.utilities.compile",
+                      "lightning.pytorch.trainer.connectors.logger_connector.result", "transformers.masking_utils",
+                      "transformers.integrations.deepgemm", "transformers.integrations.finegrained_fp8",
+                      "transformers.integrations.sonicmoe", "transformers.integrations.flex_attention",
+                      "transformers.modeling_utils")
+    return {name: _without_dynamo for name in without_dynamo}
+
+
+def _inside(*contexts: Callable[[types.ModuleType], contextlib.AbstractContextManager]):
+    @contextlib.contextmanager
+    def around(module: types.ModuleType):
+        with contextlib.ExitStack() as stack:
+            for context in contexts:
+                stack.enter_context(context(module))
+            yield
+    return around
 
 
 def defer_imports() -> None:
-    """Defer the packages of :func:`deferrals`, patch the modules of :func:`patches` and run those of
-    :func:`stand_ins` with their stand-ins, where not imported yet (once per process)."""
+    """Defer the packages of :func:`deferrals`, patch the modules of :func:`patches`, run those of :func:`stand_ins`
+    with their stand-ins, where not imported yet, and serve the names of :func:`served_later` (once per process)."""
     if any(isinstance(f, _Deferrer) for f in sys.meta_path):
         return
     pending = {name: d for name, d in deferrals().items() if name not in sys.modules}
     patching = {name: p for name, p in patches().items() if name not in sys.modules}
     around = {name: a for name, a in stand_ins().items() if name not in sys.modules}
-    if pending or patching or around:
-        sys.meta_path.insert(0, _Deferrer(pending, patching, around))
+    sys.meta_path.insert(0, _Deferrer(pending, patching, around, frozenset(served_later())))
