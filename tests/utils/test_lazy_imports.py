@@ -178,7 +178,8 @@ import numpy as np, torch
 import tta.run, lightning.pytorch, open_clip
 from tta.models.retrieval import RetrievalModel, TowerConfig
 RetrievalModel(TowerConfig(), weights_follow=True)  # the embedded towers, BERT's modelling code included
-heavy = ("torch.distributed.tensor", "scipy.optimize", "matplotlib", "torch.nn.attention.flex_attention", "ftfy.fixes")
+heavy = ("torch.distributed.tensor", "scipy.optimize", "matplotlib", "torch.nn.attention.flex_attention", "ftfy.fixes",
+         "triton", "torch.utils.flop_counter")
 out = [all(name not in sys.modules for name in heavy)]
 from transformers.loss import loss_for_object_detection as detection
 from transformers.distributed import sharding_utils, utils as dist_utils
@@ -192,6 +193,19 @@ import torchmetrics
 fig, ax = torchmetrics.MeanMetric().plot(torch.tensor(1.0))
 import open_clip.tokenizer
 out += [type(fig).__name__, open_clip.tokenizer.basic_clean("caf\u00c3\u00a9 &amp; tea")]
+
+
+class Tiny(lightning.pytorch.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer, self.example_input_array = torch.nn.Linear(4, 2), torch.zeros(1, 4)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+from lightning.pytorch.utilities.model_summary import ModelSummary
+out.append(ModelSummary(Tiny()).total_flops)
 print(*out, sep="|")
 """
 
@@ -199,13 +213,14 @@ print(*out, sep="|")
 @pytest.mark.heavy  # fresh interpreters importing torch, Lightning, open_clip and transformers: seconds
 def test_a_runs_imports_leave_distributed_tensors_detection_losses_and_plots_unloaded_yet_usable():
     """Building the embedded model imports none of torch's distributed tensors, scipy.optimize, matplotlib, flex
-    attention or ftfy; each of the names served in their place works as the real one when used."""
+    attention, triton or ftfy; each of the names served in their place works as the real one when used (an
+    assignment, a distributed-tensor check and method, a metric's plot, text repair, a model summary's FLOPs)."""
     import os
 
     def run(**env) -> list[str]:
         return subprocess.run([sys.executable, "-c", SERVED], env={**os.environ, **env}, capture_output=True,
                               text=True, check=True).stdout.strip().split("|")
 
-    used_as_usual = ["True", "False", "True", "True", "Figure", "café & tea"]
+    used_as_usual = ["True", "False", "True", "True", "Figure", "café & tea", "16"]
     assert run() == ["True", *used_as_usual]
     assert run(TTA_EAGER_IMPORTS="1") == ["False", *used_as_usual]

@@ -22,7 +22,7 @@ from tta.models.factory import model_from_config, text_pool
 from tta.models.heads import MeanPHead, head_name
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import EMBEDDED
-from tta.utils.config import compose
+from tta.utils.config import compose_kept
 from tta.utils.io import CorruptFileError, file_lock
 from tta.utils.paths import cache_root
 from tta.utils.progress import Stage
@@ -88,8 +88,9 @@ def _flat(node: dict, prefix: str = "") -> dict:
 
 @functools.lru_cache(maxsize=16)
 def _train_recipe(overrides: tuple[str, ...]) -> DictConfig:
-    """``conf/train.yaml`` with ``overrides``, composed once per process (a run asks for it four times)."""
-    return compose("train", list(overrides))
+    """``conf/train.yaml`` with ``overrides``, composed once per process (a run asks for it four times) and read
+    from the cache by a warm one."""
+    return compose_kept("train", list(overrides))
 
 
 def _train_cfg(stage: str, model_cfg: DictConfig, data_cfg: DictConfig | None, cache: Path,

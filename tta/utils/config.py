@@ -42,6 +42,42 @@ def compose(config_name: str, overrides: list[str] | None = None) -> DictConfig:
         return hydra_compose(config_name, overrides=overrides or [])
 
 
+def compose_kept(config_name: str, overrides: list[str] | None = None) -> DictConfig:
+    """:func:`compose`, kept in the cache under a digest of every file of the config folder, the overrides and the
+    Hydra and OmegaConf versions: a warm run reads what composing would give instead of composing it again."""
+    import hashlib
+    import os
+
+    import hydra
+    import omegaconf
+    import yaml
+    from omegaconf import OmegaConf
+
+    from tta.utils.paths import cache_root
+
+    digest = hashlib.sha256(f"{config_name}\n{overrides}\n{hydra.__version__}\n{omegaconf.__version__}".encode())
+    for file in sorted(CONF_DIR.rglob("*")):
+        if file.is_file():
+            digest.update(f"\n{file.relative_to(CONF_DIR).as_posix()}\n".encode() + file.read_bytes())
+    kept = cache_root() / "configs" / f"{config_name}-{digest.hexdigest()[:16]}.yaml"
+    try:
+        cfg = OmegaConf.create(kept.read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        cfg = None
+    if not isinstance(cfg, DictConfig) or not cfg:  # not kept yet or unreadable: composed, and kept where it can be
+        cfg = compose(config_name, overrides)
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            tmp = kept.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(OmegaConf.to_yaml(cfg))
+            os.replace(tmp, kept)  # whole or absent for a concurrent reader
+        except OSError:
+            pass
+        return cfg
+    OmegaConf.set_struct(cfg, True)  # as composed
+    return cfg
+
+
 def print_config_tree(cfg: DictConfig, first: tuple[str, ...] = ("data", "model", "adapter", "shift", "scenario",
                                                                  "task", "logger", "trainer")) -> None:
     """The resolved config as a rich tree, one branch per top-level key (the main choices first)."""

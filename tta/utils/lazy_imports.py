@@ -19,13 +19,14 @@ function as it is until dynamo is loaded and its disabled version from then on, 
 made in dynamo's registry when it loads. Any other name loads the real package and is its; every other import is
 the ordinary one. (torch's optimizers load dynamo when they are built, so an adapter that updates weights loads it.)
 
-Names served later (:func:`served_later`): some modules of transformers and torchmetrics import, at their top,
-names of large packages that only tensor-parallel or FSDP loading, detection losses, flex attention or metric plots
-use: torch's distributed tensors (which import sympy), scipy.optimize, matplotlib, flex attention. While such a
-module runs, its ``from source import names`` gets, for each name, a stand-in class that imports ``source`` and
-forwards to the real object the first time it is called or asked for an attribute; until then, nothing can be an
-instance of the real class, so ``isinstance`` answers False without loading it. ``ftfy`` (the text repair of CLIP's
-own tokenizer, which the embedded model's BERT tokenizer does not use) is deferred like the packages above.
+Names served later (:func:`served_later`): some modules of transformers, torchmetrics and Lightning import, at
+their top, names of large packages that only tensor-parallel or FSDP loading, detection losses, flex attention,
+metric plots or FLOP counts use: torch's distributed tensors (which import sympy), scipy.optimize, matplotlib, flex
+attention, triton. While such a module runs, its ``from source import names`` gets, for each name, a stand-in class
+that imports ``source`` and forwards to the real object the first time it is called or asked for an attribute;
+until then, nothing can be an instance of the real class, so ``isinstance`` answers False without loading it.
+``ftfy`` (the text repair of CLIP's own tokenizer, which the embedded model's BERT tokenizer does not use) is
+deferred like the packages above.
 
 One piece of import-time work is cached instead: ``transformers`` builds the map of where each of its names lives
 by reading every model file's ``__all__`` (twice, for ``transformers`` and ``transformers.models``), on every
@@ -422,7 +423,8 @@ def _later(source: str, name: str) -> _Later:
 def served_later() -> dict[str, dict[str, tuple[str, ...]]]:
     """Package -> {source module: the names any of its modules' ``from source import ...`` gets as :class:`_Later`}:
     imports that load a large package for code paths a retrieval run never takes (transformers' tensor-parallel
-    loading and detection losses, torchmetrics' plots). None of these modules subclasses a served name."""
+    loading and detection losses, torchmetrics' plots, Lightning's FLOP counts in model summaries). None of these
+    modules subclasses a served name."""
     return {
         "transformers": {
             "torch.distributed.tensor": ("DTensor", "Partial", "Replicate", "Shard", "distribute_tensor"),
@@ -439,6 +441,7 @@ def served_later() -> dict[str, dict[str, tuple[str, ...]]]:
             "transformers.distributed.expert_parallel": ("apply_expert_parallelism",),
             "transformers.integrations.flex_attention": ("flex_attention_forward", "make_flex_block_causal_mask")},
         "torchmetrics": {"torchmetrics.utilities.plot": ("_AX_TYPE", "_PLOT_OUT_TYPE", "plot_single_or_multi_val")},
+        "lightning": {"torch.utils.flop_counter": ("FlopCounterMode",)},  # it imports triton's JIT
     }
 
 
