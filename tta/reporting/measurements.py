@@ -119,13 +119,15 @@ def machine_line() -> str:
     try:
         import torch
 
+        from tta.results.environment import device_name
+
         accel = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
-        versions = f"torch {torch.__version__}"
+        versions, cpu = f"torch {torch.__version__}", device_name("cpu")["name"]
     except ImportError:
-        accel, versions = "torch not installed", ""
+        accel, versions, cpu = "torch not installed", "", platform.processor() or platform.machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.2f} as the "
-            f"rows were written; {versions}, Python {platform.python_version()}; {accel}")
+    return (f"{cpu} ({platform.machine()}), {os.cpu_count()} CPUs, load average {load:.2f} as the rows were "
+            f"written; {versions}, Python {platform.python_version()}; {accel}")
 
 
 def utc_now() -> str:
