@@ -151,8 +151,7 @@ class _Deferrer(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path, target=None):
         patch, around = self.patches.pop(fullname, None), self.around.pop(fullname, None)
-        root, _, rest = fullname.partition(".")
-        if rest and root in self.later:  # a module of a package of :func:`served_later`
+        if _served_to(fullname, self.later):
             around = _serving_later if around is None else _inside(around, _serving_later)
         if patch is not None or around is not None:
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
@@ -420,8 +419,14 @@ def _later(source: str, name: str) -> _Later:
                              "__doc__": f"Stands for {source}.{name} until used (tta.utils.lazy_imports)."})
 
 
+def _served_to(module: str, importers) -> list[str]:
+    """The importers of :func:`served_later` that ``module`` is, or is a module of."""
+    return [name for name in importers if module == name or module.startswith(f"{name}.")]
+
+
 def served_later() -> dict[str, dict[str, tuple[str, ...]]]:
-    """Package -> {source module: the names any of its modules' ``from source import ...`` gets as :class:`_Later`}:
+    """Importer (a module, or a package for all its modules) -> {source module: the names its ``from source import
+    ...`` gets as :class:`_Later`}:
     imports that load a large package for code paths a retrieval run never takes (transformers' tensor-parallel
     loading and detection losses, torchmetrics' plots, Lightning's FLOP counts in model summaries). None of these
     modules subclasses a served name."""
@@ -440,8 +445,10 @@ def served_later() -> dict[str, dict[str, tuple[str, ...]]]:
                 "apply_tensor_parallelism", "gather_state_dict_for_save", "get_kv_heads_per_rank", "verify_tp_plan"),
             "transformers.distributed.expert_parallel": ("apply_expert_parallelism",),
             "transformers.integrations.flex_attention": ("flex_attention_forward", "make_flex_block_causal_mask")},
-        "torchmetrics": {"torchmetrics.utilities.plot": ("_AX_TYPE", "_PLOT_OUT_TYPE", "plot_single_or_multi_val")},
-        "lightning": {"torch.utils.flop_counter": ("FlopCounterMode",)},  # it imports triton's JIT
+        **{importer: {"torchmetrics.utilities.plot": ("_AX_TYPE", "_PLOT_OUT_TYPE", "plot_single_or_multi_val")}
+           for importer in ("torchmetrics.metric", "torchmetrics.collections")},
+        "lightning.pytorch.utilities.model_summary.model_summary": {
+            "torch.utils.flop_counter": ("FlopCounterMode",)},  # it imports triton's JIT
     }
 
 
@@ -449,7 +456,11 @@ def served_later() -> dict[str, dict[str, tuple[str, ...]]]:
 def _serving_later(module: types.ModuleType):
     """While ``module`` runs, its ``from source import names`` of :func:`served_later` get :class:`_Later` stand-ins
     where ``source`` is not loaded yet and every name is one served; every other import is the ordinary one."""
-    table = served_later().get(module.__name__.partition(".")[0], {})
+    served = served_later()
+    table: dict[str, set[str]] = {}
+    for importer in _served_to(module.__name__, served):
+        for source, names in served[importer].items():
+            table.setdefault(source, set()).update(names)
     real_import = builtins.__import__
 
     def imports(name, globals=None, locals=None, fromlist=(), level=0):
@@ -457,7 +468,7 @@ def _serving_later(module: types.ModuleType):
         if fromlist and globals.get("__name__") == module.__name__:
             source = importlib.util.resolve_name("." * level + name, globals.get("__package__")) if level else name
             names = table.get(source, ())
-            if source not in sys.modules and names and set(fromlist) <= set(names):
+            if source not in sys.modules and names and set(fromlist) <= names:
                 return types.SimpleNamespace(**{n: _later(source, n) for n in fromlist})
         return real_import(name, globals, locals, fromlist, level)
 
