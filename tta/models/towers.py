@@ -137,17 +137,23 @@ class Tokenizer:
 
 @contextlib.contextmanager
 def _drawless_from_config() -> Iterator[None]:
-    """open_clip's ``AutoModel.from_config`` with torch's generator restored after it, as reading the weights
-    (on meta tensors) leaves it: the towers' random starts before and after it, and the run's draws after the
-    build, stay what they were."""
+    """open_clip's ``AutoModel.from_config`` without initialising the weights that follow (the strict load of
+    every tower weight replaces them), and with torch's generator restored after it, as reading the weights (on
+    meta tensors) leaves it: the towers' random starts before and after it, and the run's draws after the build,
+    stay what they were."""
     import open_clip.hf_model as hf
+
+    try:
+        from transformers.initialization import no_init_weights
+    except ImportError:  # transformers 4
+        from transformers.modeling_utils import no_init_weights
 
     real = hf.AutoModel
 
     class Drawless:
         @staticmethod
         def from_config(*args, **kwargs):
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), no_init_weights():
                 return real.from_config(*args, **kwargs)
 
     hf.AutoModel = Drawless
