@@ -131,3 +131,35 @@ def test_towers_made_for_weights_that_follow_match_the_read_ones_after_loading()
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     tokens = read.tokenize(["a dog runs on the beach"])
     assert torch.equal(follows.eval().encode_text(tokens), read.eval().encode_text(tokens))
+
+
+@pytest.mark.heavy  # ViT-B/32 models: seconds
+def test_open_clip_towers_made_for_weights_that_follow_are_neither_initialised_nor_read(tmp_path, monkeypatch):
+    """With ``weights_follow`` an open_clip model is made without initialising or reading its weights: once the same
+    weights are loaded every tensor (the attention mask buffer included) is the read model's, torch's generator is
+    where it was, a tag still chooses QuickGELU (no download asked for), and a weight file that is gone is not
+    needed."""
+    calls = []
+    create = open_clip.create_model
+
+    def record(arch, pretrained=None, force_quick_gelu=False):  # stands in for the download only
+        calls.append((arch, pretrained, force_quick_gelu))
+        return create(arch, pretrained=None, force_quick_gelu=force_quick_gelu)
+
+    monkeypatch.setattr(open_clip, "create_model", record)
+    torch.manual_seed(5)
+    read = towers.build_clip(TowerConfig(arch="ViT-B-32", pretrained="openai"))
+    state = torch.random.get_rng_state()
+    follows = towers.build_clip(TowerConfig(arch="ViT-B-32", pretrained="openai"), weights_follow=True)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert calls == [("ViT-B-32", "openai", True), ("ViT-B-32", None, True)]
+    assert type(follows.visual.transformer.resblocks[0].mlp.gelu).__name__ == "QuickGELU"
+    follows.load_state_dict(read.state_dict(), strict=True)
+    ours = dict(follows.named_buffers()) | dict(follows.named_parameters())
+    theirs = dict(read.named_buffers()) | dict(read.named_parameters())
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert torch.nn.init.normal_(torch.zeros(3)).abs().sum() > 0  # torch's initialisers are back
+    gone = TowerConfig(arch="ViT-B-32", pretrained=str(tmp_path / "moved-away.pt"), quick_gelu=True)
+    assert towers.build_clip(gone, weights_follow=True).visual.proj.shape == read.visual.proj.shape
+    with pytest.raises(FileNotFoundError, match="neither an existing weight file"):
+        towers.build_clip(gone)

@@ -187,14 +187,37 @@ def _embedded_clip(cfg: TowerConfig, weights_follow: bool) -> nn.Module:
 def build_clip(cfg: TowerConfig, weights_follow: bool = False) -> nn.Module:
     """Build the open_clip model described by ``cfg`` (weights: pretrained tag / local file / random).
 
-    ``weights_follow``: the caller loads every tower weight next, so the embedded text tower is made from its
-    configuration instead of reading MiniLM's weights (whose loading, on meta tensors, also imports torch's
-    compiler), with torch's generator left as that reading leaves it.
+    ``weights_follow``: the caller loads every tower weight next (strictly), so none is initialised or read here:
+    the embedded text tower is made from its configuration instead of reading MiniLM's weights (whose loading, on
+    meta tensors, also imports torch's compiler), an open_clip model's parameters are left as allocated and its
+    ``pretrained`` weights unread (a tag still chooses its activation), and torch's generator is left where it was.
     """
-    import open_clip
-
     if cfg.arch == EMBEDDED:
         return _embedded_clip(cfg, weights_follow)
+    if not weights_follow:
+        return _open_clip_model(cfg, read_pretrained=True)
+    with torch.random.fork_rng(devices=[]), _uninitialised():
+        return _open_clip_model(cfg, read_pretrained=False)
+
+
+@contextlib.contextmanager
+def _uninitialised() -> Iterator[None]:
+    """torch's initialisers do nothing while modules are made whose every weight a strict load replaces next (the
+    buffers modules compute themselves, such as attention masks, are made as usual)."""
+    originals = {name: fn for name, fn in vars(nn.init).items() if name.endswith("_") and not name.startswith("_")
+                 and callable(fn)}
+    for name in originals:
+        setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(nn.init, name, fn)
+
+
+def _open_clip_model(cfg: TowerConfig, read_pretrained: bool) -> nn.Module:
+    import open_clip
+
     if cfg.arch == CUSTOM:
         if not cfg.clip_cfg:
             raise ValueError("arch=custom needs clip_cfg (open_clip CLIP kwargs: embed_dim, vision_cfg, text_cfg)")
@@ -202,35 +225,42 @@ def build_clip(cfg: TowerConfig, weights_follow: bool = False) -> nn.Module:
         if cfg.quick_gelu is not None:
             kwargs["quick_gelu"] = cfg.quick_gelu
         model = open_clip.CLIP(**kwargs)
-        if cfg.pretrained:
+        if cfg.pretrained and read_pretrained:
             load_tower_weights(model, cfg.pretrained)
         return model
     if cfg.arch not in open_clip.list_models():
         raise ValueError(f"unknown open_clip architecture {cfg.arch!r}; choose one of open_clip.list_models(), "
                          f"e.g. ViT-B-32, ViT-B-16, or 'embedded'")
     pretrained = str(cfg.pretrained) if cfg.pretrained else None
-    quick_gelu = bool(cfg.quick_gelu)
-    if pretrained and os.path.isfile(pretrained):
-        model = open_clip.create_model(cfg.arch, pretrained=None, force_quick_gelu=quick_gelu)
+    # a tag, or (read) a path that is no file, which the tag check reports; unread, a missing file is not needed
+    tag = bool(pretrained) and not os.path.isfile(pretrained) and (
+        read_pretrained or pretrained in open_clip.list_pretrained_tags_by_model(cfg.arch))
+    quick_gelu = _tag_quick_gelu(cfg, pretrained) if tag else bool(cfg.quick_gelu)
+    model = open_clip.create_model(cfg.arch, pretrained=pretrained if tag and read_pretrained else None,
+                                   force_quick_gelu=quick_gelu)
+    if pretrained and not tag and read_pretrained:
         load_tower_weights(model, pretrained)
-        return model
-    if pretrained:
-        tags = open_clip.list_pretrained_tags_by_model(cfg.arch)
-        if pretrained not in tags:
-            raise FileNotFoundError(
-                f"model.pretrained={pretrained!r} is neither an existing weight file nor an open_clip tag of "
-                f"{cfg.arch} (tags: {', '.join(tags) or 'none'}). Without network, give the path of a local "
-                f"state dict (e.g. OpenAI's ViT-B-32.pt)."
-            )
-        needs = bool(open_clip.get_pretrained_cfg(cfg.arch, pretrained).get("quick_gelu", False))
-        if cfg.quick_gelu is None and needs:
-            log.info("pretrained tag %r of %s was trained with QuickGELU; building the model with it", pretrained,
-                     cfg.arch)
-            quick_gelu = True
-        elif cfg.quick_gelu is not None and cfg.quick_gelu != needs:
-            log.warning("model.quick_gelu=%s but the tag %r was trained with quick_gelu=%s", cfg.quick_gelu,
-                        pretrained, needs)
-    return open_clip.create_model(cfg.arch, pretrained=pretrained, force_quick_gelu=quick_gelu)
+    return model
+
+
+def _tag_quick_gelu(cfg: TowerConfig, tag: str) -> bool:
+    """Whether the model of open_clip tag ``tag`` is built with QuickGELU (the tag's own, unless set)."""
+    import open_clip
+
+    tags = open_clip.list_pretrained_tags_by_model(cfg.arch)
+    if tag not in tags:
+        raise FileNotFoundError(
+            f"model.pretrained={tag!r} is neither an existing weight file nor an open_clip tag of "
+            f"{cfg.arch} (tags: {', '.join(tags) or 'none'}). Without network, give the path of a local "
+            f"state dict (e.g. OpenAI's ViT-B-32.pt)."
+        )
+    needs = bool(open_clip.get_pretrained_cfg(cfg.arch, tag).get("quick_gelu", False))
+    if cfg.quick_gelu is None and needs:
+        log.info("pretrained tag %r of %s was trained with QuickGELU; building the model with it", tag, cfg.arch)
+        return True
+    if cfg.quick_gelu is not None and cfg.quick_gelu != needs:
+        log.warning("model.quick_gelu=%s but the tag %r was trained with quick_gelu=%s", cfg.quick_gelu, tag, needs)
+    return bool(cfg.quick_gelu)
 
 
 def load_tower_weights(model: nn.Module, path: str) -> None:
