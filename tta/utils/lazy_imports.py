@@ -486,15 +486,16 @@ def patches() -> dict[str, Callable[[types.ModuleType], None]]:
 
 def stand_ins() -> dict[str, Callable[[types.ModuleType], contextlib.AbstractContextManager]]:
     """The modules that run with :func:`_without_dynamo` (the module docstring)."""
-    without_dynamo = ("lightning.fabric.wrappers", "lightning.pytorch.utilities.compile",
-                      "lightning.pytorch.trainer.connectors.logger_connector.result", "transformers.masking_utils",
-                      "transformers.integrations.deepgemm", "transformers.integrations.finegrained_fp8",
-                      "transformers.integrations.sonicmoe", "transformers.integrations.flex_attention",
-                      "transformers.modeling_utils")
-    return {name: _without_dynamo for name in without_dynamo}
+    return {name: _without_dynamo for name in (
+        "lightning.fabric.wrappers", "lightning.pytorch.utilities.compile",
+        "lightning.pytorch.trainer.connectors.logger_connector.result", "transformers.masking_utils",
+        "transformers.integrations.deepgemm", "transformers.integrations.finegrained_fp8",
+        "transformers.integrations.sonicmoe", "transformers.integrations.flex_attention", "transformers.modeling_utils")}
 
 
 def _inside(*contexts: Callable[[types.ModuleType], contextlib.AbstractContextManager]):
+    """One window made of ``contexts``, entered in their order (a module with a stand-in and served names)."""
+
     @contextlib.contextmanager
     def around(module: types.ModuleType):
         with contextlib.ExitStack() as stack:
