@@ -179,7 +179,7 @@ def _embedded_clip(cfg: TowerConfig, weights_follow: bool) -> nn.Module:
             model = open_clip.CustomTextCLIP(embed_dim=cfg.embed_dim, vision_cfg=dict(cfg.vision), text_cfg=text_cfg)
     finally:
         transformers.logging.set_verbosity(verbosity)
-    if cfg.pretrained:
+    if cfg.pretrained and not weights_follow:
         load_tower_weights(model, cfg.pretrained)
     return model
 
@@ -188,9 +188,9 @@ def build_clip(cfg: TowerConfig, weights_follow: bool = False) -> nn.Module:
     """Build the open_clip model described by ``cfg`` (weights: pretrained tag / local file / random).
 
     ``weights_follow``: the caller loads every tower weight next (strictly), so none is initialised or read here:
-    the embedded text tower is made from its configuration instead of reading MiniLM's weights (whose loading, on
-    meta tensors, also imports torch's compiler), an open_clip model's parameters are left as allocated and its
-    ``pretrained`` weights unread (a tag still chooses its activation), and torch's generator is left where it was.
+    no ``pretrained`` weights are read (a tag still chooses its activation), the embedded text tower is made from
+    its configuration instead of reading MiniLM's weights (whose loading, on meta tensors, also imports torch's
+    compiler), an open_clip model's parameters are left as allocated, and torch's generator is left where it was.
     """
     if cfg.arch == EMBEDDED:
         return _embedded_clip(cfg, weights_follow)

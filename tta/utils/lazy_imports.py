@@ -4,13 +4,13 @@
   ``__init__`` meanwhile imports every metric family (torchvision, transformers, scipy.signal).
 * ``torchvision``, ``torchvision.models`` and ``torchvision.ops``: open_clip takes its transforms and one layer from
   ``torchvision.ops.misc``, timm's layers the feature extractor of ``torchvision.models``; the ``__init__`` files
-  import every dataset, model and operator definition (the operators load dynamo's utilities). torchvision's C extension and operator registrations still load first, as
-  in its real ``__init__``.
+  import every dataset, model and operator definition (the operators load dynamo's utilities). torchvision's C
+  extension and operator registrations still load first, as in its real ``__init__``.
 * ``timm``: open_clip takes a few layers from ``timm.layers`` for its timm towers, and ``timm``'s ``__init__``
   imports every timm model and, through its utilities, wandb (which is therefore not imported either; wandb itself
   is never deferred: its own modules read its ``__init__``'s names while it imports).
 
-``torch._dynamo`` (about a second), which a run that compiles nothing and builds no optimizer never uses: Lightning
+``torch._dynamo``, which a run that compiles nothing and builds no optimizer never uses: Lightning
 takes ``OptimizedModule`` from it only to recognise compiled modules, and Lightning and transformers decorate
 functions with it at import (``disable``, ``allow_in_graph``, ``assume_constant_result``). While the modules of
 :func:`stand_ins` run, ``torch._dynamo`` is a stand-in: its ``OptimizedModule`` answers ``isinstance`` with the
@@ -352,6 +352,33 @@ def _mark_allowed(dynamo: types.ModuleType) -> None:
 
 
 @contextlib.contextmanager
+def _own_from_imports(module: types.ModuleType, serve: Callable[[str, tuple[str, ...]], Any]):
+    """While ``module`` runs, its own ``from source import names`` get ``serve(source, names)`` where that is not
+    None (``source`` absolute); every other import is the ordinary one."""
+    real_import = builtins.__import__
+
+    def imports(name, globals=None, locals=None, fromlist=(), level=0):
+        globals = globals or {}
+        if fromlist and globals.get("__name__") == module.__name__:
+            source = importlib.util.resolve_name("." * level + name, globals.get("__package__")) if level else name
+            served = serve(source, tuple(fromlist))
+            if served is not None:
+                return served
+        return real_import(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = imports
+    try:
+        yield
+    finally:
+        builtins.__import__ = real_import
+
+
+def _dynamo_names(source: str, names: tuple[str, ...]) -> Any:
+    served = _FROM_IMPORTS.get(source) if _loaded_dynamo() is None else None
+    return served if served is not None and all(n in dir(served) for n in names) else None
+
+
+@contextlib.contextmanager
 def _without_dynamo(module: types.ModuleType):
     """While ``module`` runs and dynamo is not loaded: ``torch._dynamo`` is :data:`_STAND_IN`, whose ``disable`` and
     ``allow_in_graph`` ``torch.compiler``'s are too, and the module's own ``from`` imports of the names
@@ -363,22 +390,15 @@ def _without_dynamo(module: types.ModuleType):
     import torch.compiler
 
     compiler = torch.compiler
-    real_import, real_disable, real_allow = builtins.__import__, compiler.disable, compiler.allow_in_graph
+    real_disable, real_allow = compiler.disable, compiler.allow_in_graph
     outer = torch.__dict__.get("_dynamo")
-
-    def imports(name, globals=None, locals=None, fromlist=(), level=0):
-        served = _FROM_IMPORTS.get(name) if level == 0 and _loaded_dynamo() is None else None
-        if (served is not None and fromlist and (globals or {}).get("__name__") == module.__name__
-                and all(n in dir(served) for n in fromlist)):
-            return served
-        return real_import(name, globals, locals, fromlist, level)
-
-    builtins.__import__, torch._dynamo = imports, _STAND_IN
+    torch._dynamo = _STAND_IN
     compiler.disable, compiler.allow_in_graph = _STAND_IN.disable, _STAND_IN.allow_in_graph
     try:
-        yield
+        with _own_from_imports(module, _dynamo_names):
+            yield
     finally:
-        builtins.__import__, compiler.disable, compiler.allow_in_graph = real_import, real_disable, real_allow
+        compiler.disable, compiler.allow_in_graph = real_disable, real_allow
         if torch.__dict__.get("_dynamo") is _STAND_IN and outer is not _STAND_IN:  # not inside another such module
             del torch._dynamo
 
@@ -452,8 +472,7 @@ def served_later() -> dict[str, dict[str, tuple[str, ...]]]:
     }
 
 
-@contextlib.contextmanager
-def _serving_later(module: types.ModuleType):
+def _serving_later(module: types.ModuleType) -> contextlib.AbstractContextManager:
     """While ``module`` runs, its ``from source import names`` of :func:`served_later` get :class:`_Later` stand-ins
     where ``source`` is not loaded yet and every name is one served; every other import is the ordinary one."""
     served = served_later()
@@ -461,22 +480,13 @@ def _serving_later(module: types.ModuleType):
     for importer in _served_to(module.__name__, served):
         for source, names in served[importer].items():
             table.setdefault(source, set()).update(names)
-    real_import = builtins.__import__
 
-    def imports(name, globals=None, locals=None, fromlist=(), level=0):
-        globals = globals or {}
-        if fromlist and globals.get("__name__") == module.__name__:
-            source = importlib.util.resolve_name("." * level + name, globals.get("__package__")) if level else name
-            names = table.get(source, ())
-            if source not in sys.modules and names and set(fromlist) <= names:
-                return types.SimpleNamespace(**{n: _later(source, n) for n in fromlist})
-        return real_import(name, globals, locals, fromlist, level)
+    def later(source: str, names: tuple[str, ...]) -> Any:
+        if source in sys.modules or not names or not set(names) <= table.get(source, set()):
+            return None
+        return types.SimpleNamespace(**{n: _later(source, n) for n in names})
 
-    builtins.__import__ = imports
-    try:
-        yield
-    finally:
-        builtins.__import__ = real_import
+    return _own_from_imports(module, later)
 
 
 def patches() -> dict[str, Callable[[types.ModuleType], None]]:
