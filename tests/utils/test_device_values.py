@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from tta.callbacks import batch_terms
@@ -29,3 +30,27 @@ def test_a_loggers_batch_terms_read_device_values():
     terms = batch_terms(extras)
     assert terms["adapt/L_na"] == 0.25 and terms["adapt/rm_accuracy"] == 0.75 and terms["adapt/eata/entropy"] == 2.0
     assert math.isnan(terms["adapt/nan"])
+
+
+@pytest.mark.parametrize("where", ["none", "value", "grad", "grad_of_other_dtype"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_finds_any_nan_or_infinity_and_leaves_the_gradients_as_they_were(where, bad):
+    from tta.utils.device_values import non_finite
+
+    gen = torch.Generator().manual_seed(0)
+    value = torch.tensor(0.25)
+    grads = [torch.randn(7, generator=gen), torch.randn(3, 2, generator=gen), torch.randn(5, generator=gen).double(),
+             torch.tensor([-0.0, 1e-45, 3.4e38])]  # a negative zero, a subnormal, a large finite value
+    if where == "value":
+        value = torch.tensor(bad)
+    elif where == "grad":
+        grads[1][2, 1] = bad
+    elif where == "grad_of_other_dtype":
+        grads[2][4] = bad
+    before = [g.clone() for g in grads]
+    found = non_finite(value, grads)
+    assert found.dtype == torch.bool and found.shape == () and bool(found) is (where != "none")
+    for g, b in zip(grads, before, strict=True):  # bit for bit (the check scales by 1), NaN as NaN
+        bits = torch.int32 if g.dtype == torch.float32 else torch.int64
+        assert torch.equal(g.isnan(), b.isnan())
+        assert torch.equal(g.view(bits)[~g.isnan()], b.view(bits)[~b.isnan()])

@@ -11,7 +11,8 @@ Per batch (``steps`` = S): S times [forward -> loss -> backward (-> second pass)
 scores are those of the last forward, computed before its update (``predict_with: last_forward``, HAT-VTR Sec. 4.3
 "Pipeline"), or of an extra no-grad forward after the last update (``post_update``). A non-finite loss or gradient
 in either pass skips the update (counted in ``counters["nonfinite_losses"]`` and the record's ``skipped_updates``);
-the parameters stay finite. Run with ``Trainer(inference_mode=False).test``. After ``test_step`` returns,
+the parameters stay finite. Off the CPU a one-pass method decides the skip on the device (fused AdamW's ``found_inf``),
+so an update reads nothing back to the host; a two-pass method decides on the host, its second pass needing the answer. Run with ``Trainer(inference_mode=False).test``. After ``test_step`` returns,
 ``self.history[-1]`` is that batch's record; its ``batch`` number is ``len(self.history)`` at the batch's start.
 
 **Components.** What the scores leave behind is a :class:`~tta.adapters.components.scores.KeptScores` (``kept``);
@@ -32,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -45,7 +47,7 @@ from tta.adapters.components.scores import KeptScores
 from tta.metrics import HUBNESS_KS
 from tta.models.retrieval import RetrievalModel
 from tta.utils.bounds import NON_NEGATIVE, POSITIVE, Int, Options, Real, bound
-from tta.utils.device_values import read_back
+from tta.utils.device_values import non_finite, read_back, without_sync
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +172,7 @@ class OnlineAdapter(L.LightningModule):
         self.record: BatchRecord | None = None  # the batch being adapted (None outside test_step)
         self.batch_index: torch.Tensor | None = None  # its (B,) stream query indices
         self.compile_encoder: str | None = None  # torch.compile's mode for the query encoder (run key ``compile``)
+        self.skips_on_device = False  # the non-finite guard decides on the device (set in setup)
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None,
@@ -301,12 +304,27 @@ class OnlineAdapter(L.LightningModule):
     def setup(self, stage: str) -> None:
         params = self.params_to_adapt()
         if params and self.steps > 0 and self.optimizer is None:
+            self.skips_on_device = not self.two_pass and without_sync(self._stream_device(params))
             self.optimizer = self.build_optimizer(params)
         self._snapshot = {"params": [p.detach().clone() for p in params],
                           "optim": copy.deepcopy(self.optimizer.state_dict()) if self.optimizer else None}
 
+    def _stream_device(self, params: list[nn.Parameter]) -> torch.device:
+        """Where the stream will run: Lightning calls ``setup`` before it moves the model to its device."""
+        return self._trainer.strategy.root_device if self._trainer is not None else params[0].device
+
     def build_optimizer(self, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
+        """AdamW; fused where the skip is decided on the device (its kernel leaves everything as it was when told
+        ``found_inf``; its rounding differs from the plain loop's in the last bit of a few elements)."""
+        return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay,
+                                 fused=self.skips_on_device or None)
+
+    def load_optimizer_state(self, saved: dict) -> None:
+        """Load an optimizer state dict under this optimizer's own implementation (a state saved by the plain loop on
+        the CPU goes into the fused one on a GPU: the step counters are placed where the fused kernel wants them)."""
+        groups = [{**g, "fused": own["fused"]} if "fused" in own else g
+                  for g, own in zip(saved["param_groups"], self.optimizer.param_groups, strict=True)]
+        self.optimizer.load_state_dict({**saved, "param_groups": groups})
 
     def restore_snapshot(self) -> None:
         """The adapted parameters and the optimizer state back to their initial values, bit-exactly."""
@@ -316,7 +334,7 @@ class OnlineAdapter(L.LightningModule):
             for p, saved in zip(self.params_to_adapt(), self._snapshot["params"], strict=True):
                 p.copy_(saved)
         if self.optimizer is not None:
-            self.optimizer.load_state_dict(copy.deepcopy(self._snapshot["optim"]))
+            self.load_optimizer_state(copy.deepcopy(self._snapshot["optim"]))
 
     def reset(self) -> None:
         """Restore the parameters and the optimizer state, clear method state and the post-hoc refiner's."""
@@ -371,32 +389,48 @@ class OnlineAdapter(L.LightningModule):
                 sims = self.forward_queries(batch).sims
         return sims
 
-    def update(self, batch: dict, fw: QueryForward, step: int, record: BatchRecord) -> bool:
+    def update(self, batch: dict, fw: QueryForward, step: int, record: BatchRecord) -> bool | torch.Tensor:
         """One update from the forward ``fw``: loss, backward (and :meth:`second_pass`), optimizer step.
-        Returns whether the parameters were updated; a skipped update is counted in ``record``."""
+        Returns whether the parameters were updated (a device bool where the skip is decided on the device); a
+        skipped update is counted in ``record``."""
         loss = self.adapt_loss(fw, step)
-        if not self._backward(loss, step, record):
+        done = self._backward(loss, step, record)
+        if done is False:
             return False
         if self.two_pass:
             loss = self.second_pass(batch, step)
             if not self._backward(loss, step, record):
                 return False
-        self.optimizer.step()
-        self.counters["updates"] += 1
-        record.losses.append(loss.detach())  # a device value: read once, at the end of the stream (settle_history)
-        return True
+        if done is True:
+            self.optimizer.step()
+            self.counters["updates"] += 1
+            record.losses.append(loss.detach())  # a device value: read once, at the end of the stream (settle_history)
+            return True
+        self.optimizer.found_inf = (~done).float()  # fused AdamW: a step told found_inf changes nothing
+        try:
+            self.optimizer.step()
+        finally:
+            del self.optimizer.found_inf
+        self.counters["updates"] += done.long()
+        record.losses.append(torch.where(done, loss.detach(), float("nan")))  # settle_history drops a skip's NaN
+        return done
 
-    def _backward(self, loss: torch.Tensor | None, step: int, record: BatchRecord) -> bool:
+    def _backward(self, loss: torch.Tensor | None, step: int, record: BatchRecord) -> bool | torch.Tensor:
         """Back-propagate ``loss``; False (update skipped and undone) for None, a non-finite loss or gradient.
 
-        The loss and every gradient are checked on the device and read back once (one host synchronisation per
-        pass, which the skip decision needs); a non-finite loss is back-propagated too and its gradients dropped."""
+        The loss and the gradients are checked on the device in one pass over them. Where the skip is decided on
+        the device the answer stays there (a device bool, the skip counted as a device value); otherwise it is read
+        back (one host synchronisation per pass) and a non-finite pass's gradients dropped."""
         if loss is not None:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            checks = [torch.isfinite(loss).all()] + [torch.isfinite(p.grad).all() for p in self.params_to_adapt()
-                                                      if p.grad is not None]
-            if bool(torch.stack(checks).all()):
+            bad = non_finite(loss.detach(), [p.grad for p in self.params_to_adapt() if p.grad is not None])
+            if self.skips_on_device:
+                skipped = bad.long()
+                record.skipped_updates = record.skipped_updates + skipped
+                self.counters["nonfinite_losses"] += skipped
+                return ~bad
+            if not bool(bad):
                 return True
             self.counters["nonfinite_losses"] += 1
             log.warning("batch %d step %d: non-finite loss or gradient, update skipped", record.batch, step)
@@ -439,11 +473,15 @@ class OnlineAdapter(L.LightningModule):
 
     def on_test_end(self) -> None:
         self.settle_history()
+        if self.skips_on_device and self.counters["nonfinite_losses"]:  # the host learns of them only now
+            log.warning("%d updates skipped for a non-finite loss or gradient", self.counters["nonfinite_losses"])
 
     def settle_history(self) -> None:
         """The stream's device values as numbers, read back together: the history's losses, running R@1 and
         per-step extras, and the counters (diagnostics kept as tensors, :mod:`tta.utils.device_values`)."""
         read_back(*(vars(r) for r in self.history), self.counters)
+        for r in self.history:  # a skip decided on the device left a NaN in place of its update's loss
+            r.losses = [x for x in r.losses if math.isfinite(x)]
         if torch.is_tensor(self.r1.total):
             self.r1.total = float(self.r1.total)
 

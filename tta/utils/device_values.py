@@ -27,6 +27,21 @@ def read_back(*containers) -> None:
             node[key] = value
 
 
+def non_finite(value: torch.Tensor, grads: list[torch.Tensor]) -> torch.Tensor:
+    """A device bool: whether ``value`` or any of ``grads`` holds a NaN or an infinity. The gradients are checked
+    in one fused pass per device and dtype (the check of AMP's gradient scaler, its scale 1 leaving them as they
+    are), so a GPU launches a few kernels instead of two per tensor, and nothing is read back."""
+    found = torch.isfinite(value).logical_not().any().float()
+    groups: dict[tuple, list[torch.Tensor]] = defaultdict(list)
+    for g in grads:
+        groups[(g.device, g.dtype)].append(g)
+    for (device, _), tensors in groups.items():
+        flag = torch.zeros((), device=device)
+        torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, torch.ones((), device=device))
+        found = found + flag.to(found.device)
+    return found > 0
+
+
 def ratio(count, total):
     """``count / total`` in float64, as the division of two Python numbers gives, whether ``count`` is a number or a
     device value (which stays on its device)."""
@@ -37,9 +52,11 @@ def ratio(count, total):
 SYNC_FREE_ON_CPU = False
 
 
-def without_sync(values: torch.Tensor, asked: bool | None = None) -> bool:
-    """Whether code with a sync-free path takes it for ``values``: ``asked`` when given, else off the CPU (where the
-    case-by-case path costs less and reads back nothing that a device would wait for)."""
+def without_sync(values: torch.Tensor | torch.device, asked: bool | None = None) -> bool:
+    """Whether code with a sync-free path takes it for ``values`` (a tensor, or the device it will be on):
+    ``asked`` when given, else off the CPU (where the case-by-case path costs less and reads back nothing that a
+    device would wait for)."""
     if asked is not None:
         return asked
-    return values.device.type != "cpu" or SYNC_FREE_ON_CPU
+    device = values if isinstance(values, torch.device) else values.device
+    return device.type != "cpu" or SYNC_FREE_ON_CPU

@@ -66,7 +66,7 @@ def restore(adapter, state: dict) -> None:
         for p, saved in zip(params, state["params"], strict=True):
             p.copy_(saved)
     if adapter.optimizer is not None and state["optim"] is not None:
-        adapter.optimizer.load_state_dict(state["optim"])
+        adapter.load_optimizer_state(state["optim"])
     rng = state["rng"]
     torch.set_rng_state(rng["torch"])
     np.random.set_state(rng["numpy"])
