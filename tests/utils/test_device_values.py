@@ -32,10 +32,16 @@ def test_a_loggers_batch_terms_read_device_values():
     assert math.isnan(terms["adapt/nan"])
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("where", ["none", "value", "grad", "grad_of_other_dtype"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
-def test_non_finite_finds_any_nan_or_infinity_and_leaves_the_gradients_as_they_were(where, bad):
+def test_non_finite_finds_any_nan_or_infinity_and_leaves_the_gradients_as_they_were(where, bad, fused, monkeypatch):
+    """The fused check and the plain one (a device outside FUSED_CHECK_DEVICES) give the same answers."""
+    from tta.utils import device_values
     from tta.utils.device_values import non_finite
+
+    if not fused:
+        monkeypatch.setattr(device_values, "FUSED_CHECK_DEVICES", ())
 
     gen = torch.Generator().manual_seed(0)
     value = torch.tensor(0.25)

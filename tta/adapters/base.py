@@ -11,9 +11,10 @@ Per batch (``steps`` = S): S times [forward -> loss -> backward (-> second pass)
 scores are those of the last forward, computed before its update (``predict_with: last_forward``, HAT-VTR Sec. 4.3
 "Pipeline"), or of an extra no-grad forward after the last update (``post_update``). A non-finite loss or gradient
 in either pass skips the update (counted in ``counters["nonfinite_losses"]`` and the record's ``skipped_updates``);
-the parameters stay finite. Off the CPU a one-pass method decides the skip on the device (fused AdamW's ``found_inf``),
-so an update reads nothing back to the host; a two-pass method decides on the host, its second pass needing the answer. Run with ``Trainer(inference_mode=False).test``. After ``test_step`` returns,
-``self.history[-1]`` is that batch's record; its ``batch`` number is ``len(self.history)`` at the batch's start.
+the parameters stay finite. On a CUDA device a one-pass method decides the skip there (fused AdamW's ``found_inf``), so
+an update reads nothing back to the host; a two-pass method decides on the host, its second pass needing the answer.
+Run with ``Trainer(inference_mode=False).test``. After ``test_step`` returns, ``self.history[-1]`` is that batch's
+record; its ``batch`` number is ``len(self.history)`` at the batch's start.
 
 **Components.** What the scores leave behind is a :class:`~tta.adapters.components.scores.KeptScores` (``kept``);
 the resumable state is captured and restored by :mod:`tta.adapters.components.resume`, from what each class declares
@@ -47,7 +48,7 @@ from tta.adapters.components.scores import KeptScores
 from tta.metrics import HUBNESS_KS
 from tta.models.retrieval import RetrievalModel
 from tta.utils.bounds import NON_NEGATIVE, POSITIVE, Int, Options, Real, bound
-from tta.utils.device_values import non_finite, read_back, without_sync
+from tta.utils.device_values import FUSED_CHECK_DEVICES, non_finite, read_back, without_sync
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +305,8 @@ class OnlineAdapter(L.LightningModule):
     def setup(self, stage: str) -> None:
         params = self.params_to_adapt()
         if params and self.steps > 0 and self.optimizer is None:
-            self.skips_on_device = not self.two_pass and without_sync(self._stream_device(params))
+            device = self._stream_device(params)
+            self.skips_on_device = not self.two_pass and device.type in FUSED_CHECK_DEVICES and without_sync(device)
             self.optimizer = self.build_optimizer(params)
         self._snapshot = {"params": [p.detach().clone() for p in params],
                           "optim": copy.deepcopy(self.optimizer.state_dict()) if self.optimizer else None}

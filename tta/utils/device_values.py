@@ -36,10 +36,17 @@ def non_finite(value: torch.Tensor, grads: list[torch.Tensor]) -> torch.Tensor:
     for g in grads:
         groups[(g.device, g.dtype)].append(g)
     for (device, _), tensors in groups.items():
-        flag = torch.zeros((), device=device)
-        torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, torch.ones((), device=device))
+        if device.type in FUSED_CHECK_DEVICES:
+            flag = torch.zeros((), device=device)
+            torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, torch.ones((), device=device))
+        else:  # a device whose kernels this project has not run: the plain check
+            flag = torch.stack([torch.isfinite(t).logical_not().any() for t in tensors]).any().float()
         found = found + flag.to(found.device)
     return found > 0
+
+
+#: the devices whose fused non-finite check and fused AdamW (told ``found_inf``) have been run here
+FUSED_CHECK_DEVICES = ("cpu", "cuda")
 
 
 def ratio(count, total):
