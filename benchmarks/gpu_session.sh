@@ -3,7 +3,8 @@
 # logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session kit"). Stages:
 #   keep     copy the carried pieces of the large wheels (.whl-big/) to .whl-kept/, which stays while the machine is warm
 #   tests    the GPU tier (pytest -m gpu, one process)
-#   stream   benchmarks/gpu_stream.py --loader (the rest of the arguments go to it, e.g. --precisions 32-true)
+#   stream   benchmarks/finite_check.py on the device, then benchmarks/gpu_stream.py --loader (the rest of the
+#            arguments go to it, e.g. --precisions 32-true)
 #   startup  benchmarks/startup.py on the GPU run of docs/results/hatvtr-runtime.md (ViT-B/32, the embedded test set)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,7 @@ case "$stage" in
   tests)
     "$py" -m pytest -m gpu -p no:xdist -rs -q 2>&1 | tee "$out/gpu-tests.log" ;;
   stream)
+    "$py" benchmarks/finite_check.py --device cuda 2>&1 | tee "$out/finite-check.log"
     "$py" benchmarks/gpu_stream.py --loader --json "$out/gpu-stream.json" --rows "$out/gpu-stream.jsonl" "$@" 2>&1 \
       | tee "$out/gpu-stream.log" ;;
   startup)
