@@ -1,7 +1,7 @@
 """Host synchronisations of a stream's batches, counted on the CPU: each call that would make the host wait for a GPU
 (``.item()``, ``float(t)``, ``bool(t)``, ``.cpu()``, ``.tolist()``, ``nonzero``, a boolean-mask index, ...) made by this
-project's code between a batch's start and end hooks (the step and the run's callbacks), by the function that made
-it. A method may keep only the ones its algorithm needs (a filter that picks its loss's queries, a guard that picks
+project's code or by Lightning's from a batch's start hook to Lightning's logging of the batch (the step, the run's
+callbacks, what Lightning does with the values the step logs), by the function that made it. A method may keep only the ones its algorithm needs (a filter that picks its loss's queries, a guard that picks
 the scores); the finite check of a backward pass stays on the device unless a second pass waits for it. Scores,
 metrics, loss logs and diagnostics stay on the device until the end.
 
@@ -25,8 +25,9 @@ READS = {"item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "
 
 
 class HostReads(TorchFunctionMode):
-    """Counts READS whose caller (the innermost frame outside torch) is tta's own code, keyed by that function; calls
-    made inside torch.optim are left out (its step counters live on the CPU by design), and so are Lightning's."""
+    """Counts READS whose caller (the innermost frame outside torch) is tta's own code or Lightning's (a value logged
+    for the progress bar is read back for it on every batch), keyed by that function; calls made inside torch.optim
+    are left out (its plain loop's step counters live on the CPU by design)."""
 
     def __init__(self):
         super().__init__()
@@ -41,7 +42,7 @@ class HostReads(TorchFunctionMode):
                 if "/torch/optim/" in frame.filename:
                     break
                 if "/torch/" not in frame.filename:
-                    if "/tta/" in frame.filename:
+                    if "/tta/" in frame.filename or "/lightning/" in frame.filename:
                         self.calls[frame.name] += 1
                     break
         return func(*args, **kwargs or {})
@@ -75,13 +76,22 @@ def test_a_batch_reads_back_only_what_its_method_needs(tiny_cache, tmp_path, mon
     mode, batches = HostReads(), []
     build = stages.build_trainer
 
-    class Watch(Callback):  # last in the list: the step, the transfer's after-hook and every callback's batch end
+    class Watch(Callback):  # last in the list: from the step to Lightning's logging of the batch (its last act)
+        def on_test_start(self, trainer, pl_module):
+            connector = trainer._logger_connector
+            log_step = connector.update_eval_step_metrics
+
+            def then_close(*args, **kwargs):
+                try:
+                    return log_step(*args, **kwargs)
+                finally:
+                    mode.__exit__(None, None, None)
+
+            connector.update_eval_step_metrics = then_close
+
         def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
             batches.append(batch_idx)
             mode.__enter__()
-
-        def on_test_batch_end(self, *args, **kwargs):
-            mode.__exit__(None, None, None)
 
     monkeypatch.setattr(stages, "build_trainer", lambda cfg, callbacks, loggers: build(cfg, [*callbacks, Watch()],
                                                                                         loggers))

@@ -471,7 +471,7 @@ class OnlineAdapter(L.LightningModule):
         if record.losses:
             self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
         if self.gt is not None:
-            self.log("stream/R@1", record.running_r1, on_step=True, prog_bar=True, batch_size=record.size)
+            self.log("stream/R@1", record.running_r1, on_step=True, batch_size=record.size)
 
     def on_test_end(self) -> None:
         self.settle_history()
