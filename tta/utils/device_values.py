@@ -39,13 +39,14 @@ def non_finite(value: torch.Tensor, grads: list[torch.Tensor]) -> torch.Tensor:
         if device.type in FUSED_CHECK_DEVICES:
             flag = torch.zeros((), device=device)
             torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, torch.ones((), device=device))
-        else:  # a device whose kernels this project has not run: the plain check
+        else:  # another accelerator (MPS, XPU, ...): the plain check
             flag = torch.stack([torch.isfinite(t).logical_not().any() for t in tensors]).any().float()
         found = found + flag.to(found.device)
     return found > 0
 
 
-#: the devices whose fused non-finite check and fused AdamW (told ``found_inf``) have been run here
+#: the devices that take the fused check and fused AdamW told ``found_inf``: CUDA, where torch's AMP gradient scaler
+#: runs these same kernels, and the CPU, where the tests run them
 FUSED_CHECK_DEVICES = ("cpu", "cuda")
 
 
