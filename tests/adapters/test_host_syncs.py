@@ -1,9 +1,10 @@
 """Host synchronisations of a stream's batches, counted on the CPU: each call that would make the host wait for a GPU
 (``.item()``, ``float(t)``, ``bool(t)``, ``.cpu()``, ``.tolist()``, ``nonzero``, a boolean-mask index, ...) made by this
 project's code or by Lightning's from a batch's start hook to Lightning's logging of the batch (the step, the run's
-callbacks, what Lightning does with the values the step logs), by the function that made it. A method may keep only the ones its algorithm needs (a filter that picks its loss's queries, a guard that picks
-the scores); the finite check of a backward pass stays on the device unless a second pass waits for it. Scores,
-metrics, loss logs and diagnostics stay on the device until the end.
+callbacks, what Lightning does with the values the step logs), by the function that made it. A method may keep only
+the ones its algorithm needs (a filter that picks its loss's queries, a guard that picks the scores); the finite
+check of a backward pass stays on the device unless a second pass waits for it. Scores, metrics, loss logs and
+diagnostics stay on the device until the end.
 
 The code that has a sync-free path (the scoring accumulator, the noise-aware entropy) is made to take it on the CPU
 (``SYNC_FREE_ON_CPU``), as it does by itself on a GPU."""
@@ -106,7 +107,7 @@ def test_a_batch_reads_back_only_what_its_method_needs(tiny_cache, tmp_path, mon
 @pytest.mark.parametrize("adapter", ["tent", "read", "hatvtr", "tcr", "eata", "noregret"])
 def test_a_skip_decided_on_the_device_gives_the_run_a_skip_decided_on_the_host_gives(tiny_cache, tmp_path,
                                                                                     monkeypatch, single_thread_torch,
-                                                                                    adapter):
+                                                                                    caplog, adapter):
     """The fused step told ``found_inf`` against the host's skip, with the second batch's second update made
     non-finite: the same scores, ranks, counters and per-batch losses, bit for bit. Both arms step with fused AdamW
     (whose rounding differs from the plain loop's in the last bit of a few elements), so only the skip differs."""
@@ -127,10 +128,11 @@ def test_a_skip_decided_on_the_device_gives_the_run_a_skip_decided_on_the_host_g
     monkeypatch.setattr(OnlineAdapter, "_backward", poisoned)
     monkeypatch.setattr(OnlineAdapter, "build_optimizer", lambda self, params: torch.optim.AdamW(
         params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay, fused=True))
-    runs = {}
+    runs, warned = {}, {}
     for on_device in (False, True):
         monkeypatch.setattr(device_values, "SYNC_FREE_ON_CPU", on_device)
         run_dir = tmp_path / str(on_device)
+        caplog.clear()
         res = run(compose("run", tiny_overrides(tiny_cache, f"adapter={adapter}", "shift=gaussian", "shift.severity=5",
                                                 "skip_complete=false", "resume=false")), run_dir)
         history = [{k: v for k, v in b.items() if k != "adapt_s"}
@@ -138,10 +140,14 @@ def test_a_skip_decided_on_the_device_gives_the_run_a_skip_decided_on_the_host_g
         ranks = read_query_ranks(run_dir / "query_ranks.npz")
         runs[on_device] = (res["retrieval"], res["hubness"], res["counters"], history, ranks["rank"].tolist(),
                            ranks["rank_raw"].tolist() if "rank_raw" in ranks else None)
+        warned[on_device] = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     host, device = runs[False], runs[True]
     assert device == host
     if adapter != "eata":  # EATA's filters may keep no query of the second batch: nothing to skip there
         assert host[2]["nonfinite_losses"] == 1 and host[3][1]["skipped_updates"] == 1
+        # each arm took its own path: the host names the batch at once, the device the count when the stream ends
+        assert warned == {False: ["batch 1 step 1: non-finite loss or gradient, update skipped"],
+                          True: ["non-finite loss or gradient: 1 update(s) skipped"]}
 
 
 def test_an_optimizer_state_loads_under_the_optimizer_s_own_implementation():

@@ -476,7 +476,7 @@ class OnlineAdapter(L.LightningModule):
     def on_test_end(self) -> None:
         self.settle_history()
         if self.skips_on_device and self.counters["nonfinite_losses"]:  # the host learns of them only now
-            log.warning("%d updates skipped for a non-finite loss or gradient", self.counters["nonfinite_losses"])
+            log.warning("non-finite loss or gradient: %d update(s) skipped", self.counters["nonfinite_losses"])
 
     def settle_history(self) -> None:
         """The stream's device values as numbers, read back together: the history's losses, running R@1 and
