@@ -53,6 +53,7 @@ _SUBPROCESS = re.compile(r"\bsubprocess\.\w+\(|\bsys\.executable\b|\bPopen\(|\bo
 # about a second or more, together more than the fast tier's budget. Keyed by "file::test name" (all parameters);
 # the marker ``heavy`` does the same from inside a test file. tests/test_tiers.py fails on a stale entry.
 HEAVY_TESTS = {
+    "tests/test_finite_check_benchmark.py::test_the_finite_check_benchmark_counts_both_forms": "torch's profiler",
     "tests/models/test_tower_weights.py::test_local_vit_b32_state_dict_through_the_towers": "full-size ViT-B-32",
     "tests/models/test_tower_weights.py::test_pretrained_tags_and_quick_gelu": "full-size ViT-B-32 / ViT-B-16",
     "tests/data/test_readers_real_formats.py::test_msvd_test_full_size": "full-size dataset fixture",
