@@ -116,6 +116,7 @@ def test_eata_drops_a_high_entropy_and_a_redundant_sample():
     first = leaf(one_hot_rows([0, 1, None]))           # the flat row has H = ln 10 > E0
     loss = eata.adapt_loss(first, 0)
     assert eata.counters["eata/s1"] == 2 and eata.counters["eata/s2"] == 2  # no running mean yet: S2 = S1
+    assert bool(eata._step_condition)
     probs = torch.softmax(torch.as_tensor(one_hot_rows([0, 1])) / 0.1, dim=1)
     torch.testing.assert_close(eata.running_probs, probs.mean(0))            # m starts as the mean over S1
     e = np_entropy(one_hot_rows([0, 1]) / 0.1)
@@ -123,14 +124,18 @@ def test_eata_drops_a_high_entropy_and_a_redundant_sample():
     second = leaf(one_hot_rows([0, 5, None]))          # item 0 resembles m (redundant), item 5 does not
     loss = eata.adapt_loss(second, 1)
     assert eata.counters["eata/s1"] == 4 and eata.counters["eata/s2"] == 3
-    assert eata.counters["eata/s2_rate"] == pytest.approx(3 / 6)
+    assert float(eata.counters["eata/s2_rate"]) == pytest.approx(3 / 6)
     kept = torch.softmax(torch.as_tensor(one_hot_rows([5])) / 0.1, dim=1)[0]
     torch.testing.assert_close(eata.running_probs, 0.9 * probs.mean(0) + 0.1 * kept)
     e5 = np_entropy(one_hot_rows([5]) / 0.1)[0]
     assert val(loss) == pytest.approx(math.exp(e0 - e5) * e5)
     loss.backward()
     assert second.sims.grad[0].abs().sum() == 0 and second.sims.grad[1].abs().sum() > 0  # only S2 has gradient
-    assert eata.adapt_loss(leaf(one_hot_rows([None, None])), 2) is None                 # S2 empty: no step
+    eata.record = BatchRecord(batch=0, size=2)
+    empty = eata.adapt_loss(leaf(one_hot_rows([None, None])), 2)                       # S2 empty: no update
+    assert not bool(eata._step_condition) and torch.isfinite(empty)
+    torch.testing.assert_close(eata.running_probs, 0.9 * probs.mean(0) + 0.1 * kept)  # m unchanged
+    assert eata.record.extras["eata/s2"] == [0.0] and math.isnan(eata.record.extras["eata/entropy"][0])
     eata.reset()
     assert eata.running_probs is None
 
@@ -139,8 +144,48 @@ def test_eata_vtr_tta_fallbacks_always_step():
     eata = bound(EATAAdapter(preset="vtr_tta", temperature=0.1), gallery_size=10)
     assert eata.margin == "abs" and eata.margin_value == 0.40 and eata.legacy_shared_forward
     flat = leaf(one_hot_rows([None] * 8) + np.linspace(0, 0.01, 8)[:, None] * np.arange(10))
-    assert eata.adapt_loss(flat, 0) is not None
+    eata.adapt_loss(flat, 0)
+    assert bool(eata._step_condition)
     assert eata.counters["eata/s1"] == 2  # ⌈0.25·8⌉ lowest entropies
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_eata_empty_s2_is_a_skipped_update_that_changes_nothing_on_either_path(monkeypatch, on_device):
+    """An empty S2 decided on the device (the condition joins fused AdamW's found_inf) or read back on the host: the
+    parameters and the optimizer's state stay as they were, and the update counts as skipped, not as non-finite,
+    even when its (unused) loss is NaN."""
+    from tta.utils import device_values
+
+    monkeypatch.setattr(device_values, "SYNC_FREE_ON_CPU", on_device)
+    monkeypatch.setattr(EATAAdapter, "build_optimizer", lambda self, params: torch.optim.AdamW(
+        params, lr=1e-2, fused=True))
+    eata = bound(EATAAdapter(margin="abs", margin_value=3.0, temperature=0.1, steps=1))
+    assert eata.skips_on_device is on_device
+    batch, record = toy_batch(), BatchRecord(batch=0, size=6)
+    eata.update(batch, eata.forward_queries(batch), 0, record)  # E0 = 3 nats > ln 8: every query is in S2
+    params = [p.detach().clone() for p in eata.params_to_adapt()]
+    state = copy.deepcopy(eata.optimizer.state_dict()["state"])
+    eata.margin_value = 1e-6  # no query below: S2 empty
+    eata.update(batch, eata.forward_queries(batch), 0, record)
+    own_loss = eata.adapt_loss
+    monkeypatch.setattr(eata, "adapt_loss", lambda fw, step: own_loss(fw, step) * float("nan"))
+    eata.update(batch, eata.forward_queries(batch), 0, record)
+    assert all(torch.equal(p, q) for p, q in zip(eata.params_to_adapt(), params, strict=True))
+    after = eata.optimizer.state_dict()["state"]
+    assert all(torch.equal(after[i][k], v) for i, kept in state.items() for k, v in kept.items())
+    assert int(eata.counters["updates"]) == 1 and int(record.skipped_updates) == 2
+    assert int(eata.counters["nonfinite_losses"]) == 0
+    assert [float(x) for x in eata.counters["eata/s2"].reshape(1)] == [6.0]
+
+
+def test_eata_lowest_keeps_the_k_lowest_of_the_masked_values_with_k_on_the_device():
+    from tta.adapters.eata import lowest
+
+    values = torch.tensor([3.0, 1.0, 0.5, 0.0, 5.0, 1.0])
+    among = torch.tensor([True, True, False, True, True, True])
+    assert lowest(values, among, 2).tolist() == [False, True, False, True, False, False]  # a tie: the first
+    assert lowest(values, among, torch.tensor(3.0)).tolist() == [False, True, False, True, False, True]
+    assert not lowest(values, torch.zeros(6, dtype=torch.bool), 2).any()
 
 
 class FakeSplit:

@@ -53,9 +53,9 @@ class HostReads(TorchFunctionMode):
 #: (fused AdamW's found_inf), so an update reads nothing back; SAR's second pass needs the first's answer on the host
 #: (one read per backward: 2 per update, 3 updates per batch)
 EXPECTED = {
-    "source": {}, "hsm": {}, "qbnorm": {}, "dsl": {}, "tent": {}, "read": {}, "hatvtr": {}, "tcr": {},
-    # the methods' own decisions on the host: EATA's entropy and redundancy filters pick the queries of its loss
-    "eata": {"select": 17 / 3},
+    # EATA's entropy and redundancy filters are masks, an empty S2 a condition of the device's skip (update_only_if)
+    "source": {}, "hsm": {}, "qbnorm": {}, "dsl": {}, "tent": {}, "read": {}, "hatvtr": {}, "tcr": {}, "eata": {},
+    # the methods' own decisions on the host:
     # SAR's reliable set and second-pass set decide its loss and whether to step; the loss EMA its recovery reset
     # compares with a threshold after every update
     "sar": {"_backward": 6, "reliable": 3, "second_pass": 9},
@@ -121,9 +121,9 @@ def test_a_skip_decided_on_the_device_gives_the_run_a_skip_decided_on_the_host_g
 
     backward = OnlineAdapter._backward
 
-    def poisoned(self, loss, step, record):
+    def poisoned(self, loss, step, record, wanted=None):
         return backward(self, loss * float("nan") if loss is not None and (record.batch, step) == (1, 1) else loss,
-                        step, record)
+                        step, record, wanted)
 
     monkeypatch.setattr(OnlineAdapter, "_backward", poisoned)
     monkeypatch.setattr(OnlineAdapter, "build_optimizer", lambda self, params: torch.optim.AdamW(
@@ -148,6 +148,25 @@ def test_a_skip_decided_on_the_device_gives_the_run_a_skip_decided_on_the_host_g
         # each arm took its own path: the host names the batch at once, the device the count when the stream ends
         assert warned == {False: ["batch 1 step 1: non-finite loss or gradient, update skipped"],
                           True: ["non-finite loss or gradient: 1 update(s) skipped"]}
+
+
+def test_the_logged_loss_is_the_last_update_that_stepped_on_either_path():
+    """A batch's ``adapt/loss``: where the skip is decided on the device a skipped update's place holds a NaN, and
+    the logged value is the last finite one (NaN when none stepped); on the host only stepped losses are recorded."""
+    from tta.adapters.base import BatchRecord, OnlineAdapter
+
+    adapter = OnlineAdapter()
+    nan = float("nan")
+    adapter.skips_on_device = True
+    record = BatchRecord(batch=0, size=4, losses=[torch.tensor(1.0), torch.tensor(2.0), torch.tensor(nan)])
+    assert float(adapter.last_update_loss(record)) == 2.0
+    record.losses = [torch.tensor(nan), torch.tensor(3.0), torch.tensor(nan)]
+    assert float(adapter.last_update_loss(record)) == 3.0
+    record.losses = [torch.tensor(nan)]
+    assert torch.isnan(adapter.last_update_loss(record))
+    adapter.skips_on_device = False
+    record.losses = [torch.tensor(1.0), torch.tensor(4.0)]
+    assert float(adapter.last_update_loss(record)) == 4.0
 
 
 def test_an_optimizer_state_loads_under_the_optimizer_s_own_implementation():

@@ -174,6 +174,7 @@ class OnlineAdapter(L.LightningModule):
         self.batch_index: torch.Tensor | None = None  # its (B,) stream query indices
         self.compile_encoder: str | None = None  # torch.compile's mode for the query encoder (run key ``compile``)
         self.skips_on_device = False  # the non-finite guard decides on the device (set in setup)
+        self._step_condition: torch.Tensor | None = None  # set by update_only_if during adapt_loss
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None,
@@ -233,6 +234,13 @@ class OnlineAdapter(L.LightningModule):
         """Two-pass methods (``two_pass = True``; checked when the class is defined): the loss to back-propagate
         for the step, or None to skip."""
         return None
+
+    def update_only_if(self, condition: torch.Tensor) -> None:
+        """Called from :meth:`adapt_loss`: this step updates only if the device bool ``condition`` holds (a selection
+        that may come out empty, as EATA's S2), the loss returned being finite either way. A method selecting by
+        masks thus reads nothing back: where the skip is decided on the device, the condition joins the finite check
+        (a False is a skipped update, not a non-finite one); on the host it is read back, and False is a None loss."""
+        self._step_condition = condition
 
     def abandon_update(self) -> None:
         """Undo what a skipped update left behind (e.g. SAM's pending ascent); the base zeroes the gradients."""
@@ -396,7 +404,10 @@ class OnlineAdapter(L.LightningModule):
         Returns whether the parameters were updated (a device bool where the skip is decided on the device); a
         skipped update is counted in ``record``."""
         loss = self.adapt_loss(fw, step)
-        done = self._backward(loss, step, record)
+        wanted, self._step_condition = self._step_condition, None
+        if wanted is not None and not self.skips_on_device and not bool(wanted):
+            loss = None
+        done = self._backward(loss, step, record, wanted)
         if done is False:
             return False
         if self.two_pass:
@@ -417,21 +428,23 @@ class OnlineAdapter(L.LightningModule):
         record.losses.append(torch.where(done, loss.detach(), float("nan")))  # settle_history drops a skip's NaN
         return done
 
-    def _backward(self, loss: torch.Tensor | None, step: int, record: BatchRecord) -> bool | torch.Tensor:
+    def _backward(self, loss: torch.Tensor | None, step: int, record: BatchRecord,
+                  wanted: torch.Tensor | None = None) -> bool | torch.Tensor:
         """Back-propagate ``loss``; False (update skipped and undone) for None, a non-finite loss or gradient.
 
         The loss and the gradients are checked on the device in one pass over them. Where the skip is decided on
-        the device the answer stays there (a device bool, the skip counted as a device value); otherwise it is read
-        back (one host synchronisation per pass) and a non-finite pass's gradients dropped."""
+        the device the answer stays there (a device bool, the skip counted as a device value, ``wanted`` the
+        method's own condition, :meth:`update_only_if`); otherwise it is read back (one host synchronisation per
+        pass) and a non-finite pass's gradients dropped."""
         if loss is not None:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             bad = non_finite(loss.detach(), [p.grad for p in self.params_to_adapt() if p.grad is not None])
             if self.skips_on_device:
-                skipped = bad.long()
-                record.skipped_updates = record.skipped_updates + skipped
-                self.counters["nonfinite_losses"] += skipped
-                return ~bad
+                done, counted = (~bad, bad) if wanted is None else (~bad & wanted, bad & wanted)
+                record.skipped_updates = record.skipped_updates + (~done).long()
+                self.counters["nonfinite_losses"] += counted.long()
+                return done
             if not bool(bad):
                 return True
             self.counters["nonfinite_losses"] += 1
@@ -469,9 +482,19 @@ class OnlineAdapter(L.LightningModule):
             record.running_r1 = 100.0 * self.r1.total / self.r1.count
         self.history.append(record)
         if record.losses:
-            self.log("adapt/loss", record.losses[-1], on_step=True, batch_size=record.size)
+            self.log("adapt/loss", self.last_update_loss(record), on_step=True, batch_size=record.size)
         if self.gt is not None:
             self.log("stream/R@1", record.running_r1, on_step=True, batch_size=record.size)
+
+    def last_update_loss(self, record: BatchRecord) -> float | torch.Tensor:
+        """The loss of the batch's last update that stepped (NaN if none did, where the skip is decided on the
+        device: there a skipped update's place holds a NaN, which stays on the device)."""
+        if not self.skips_on_device:
+            return record.losses[-1]
+        last = record.losses[0]
+        for loss in record.losses[1:]:
+            last = torch.where(loss.isnan(), last, loss)
+        return last
 
     def on_test_end(self) -> None:
         self.settle_history()

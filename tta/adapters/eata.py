@@ -8,8 +8,7 @@ Per step, with E_i = H(p_i) over the gallery (C = G classes, τ = 0.02):
    retrieval it drops queries whose retrieval distribution resembles the recent average, typically mass on hubs;
 3. running mean, Eq. 4: m starts as mean_{S1} p, then m <- 0.9·m + 0.1·mean_{S2} p (unchanged when S2 is empty);
 4. weights w_i = exp(E0 − E_i), detached (every selected sample has w > 1);
-5. loss, Eq. 8: L = (1/|S2|) Σ_{S2} w_i E_i + β Σ_θ F_θ (θ − θ⁰)², β = 2000; no backward or step (and no
-   Fisher term) when S2 is empty;
+5. loss, Eq. 8: L = (1/|S2|) Σ_{S2} w_i E_i + β Σ_θ F_θ (θ − θ⁰)², β = 2000; no update when S2 is empty;
 6. Fisher, Eq. 9: from clean samples, argmax pseudo-labels and a batch-mean cross-entropy; the squared *batch*
    gradients are summed and divided by the number of batches; θ⁰ = the parameters at that point.
 
@@ -31,7 +30,8 @@ Presets (``preset``):
 ``margin``: ``abs_lnC`` (E0 = margin_scale·ln G), ``abs`` (E0 = margin_value) or ``quantile`` (keep the
 ⌊quantile·b⌋ ≥ 1 lowest-entropy queries of the batch: S1 = {E ≤ E_(k)}, and E0 = E_(k) in the weights).
 Counters: ``eata/s1`` and ``eata/s2`` (selected queries; ``*_rate`` = |S|/b over all steps, per step in history).
-"""
+The filters are masks and an empty S2 a condition of the update, so a step reads nothing back to the host
+(docs/methods/eata.md, "On the device")."""
 
 from __future__ import annotations
 
@@ -129,60 +129,62 @@ class EATAAdapter(GalleryEntropyAdapter):
         self.anchors: list[torch.Tensor] | None = None  # θ⁰ per adapted tensor
 
     # --------------------------------------------------------------------------------------- selection
-    def select(self, entropies: torch.Tensor, probs: torch.Tensor, e0: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """Indices of S1 (reliable) and S2 ⊆ S1 (reliable and non-redundant).
+    def select(self, entropies: torch.Tensor, probs: torch.Tensor,
+               e0: float | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(b,) masks of S1 (reliable) and S2 ⊆ S1 (reliable and non-redundant), decided on the device.
 
         Args:
             entropies: (b,) E_i, detached.
             probs: (b, G) p_i, detached.
             e0: the margin E0.
         """
-        below = entropies <= e0 if self.margin == "quantile" else entropies < e0
-        s1 = below.nonzero().flatten()
-        if s1.numel() == 0 and self.fallback == "lowest":
-            s1 = entropies.topk(max(1, math.ceil(0.25 * entropies.numel())), largest=False).indices
-        if self.running_probs is None or s1.numel() == 0:
+        s1 = entropies <= e0 if self.margin == "quantile" else entropies < e0
+        if self.fallback == "lowest":  # an empty S1: the ⌈0.25·b⌉ lowest entropies
+            k = max(1, math.ceil(0.25 * entropies.numel()))
+            s1 = torch.where(s1.any(), s1, lowest(entropies, torch.ones_like(s1), k))
+        if self.running_probs is None:  # no running mean yet: S2 = S1
             return s1, s1
-        cos = F.cosine_similarity(self.running_probs.unsqueeze(0), probs[s1], dim=1)
-        s2 = s1[cos.abs() < self.d_margin]
-        if s2.numel() == 0 and self.fallback == "lowest":
-            k = max(1, math.ceil(0.1 * s1.numel()))
-            s2 = s1[entropies[s1].topk(k, largest=False).indices]
+        m = self.running_probs
+        cos = F.cosine_similarity(m.unsqueeze(0), probs, dim=1)
+        s2 = s1 & ((cos.abs() < self.d_margin) | m[0].isnan())  # a NaN m: no query has been selected yet
+        if self.fallback == "lowest":  # an empty S2: the ⌈0.1·|S1|⌉ lowest entropies of S1
+            k = torch.ceil(0.1 * s1.sum().double()).clamp(min=1)
+            s2 = torch.where(s2.any(), s2, lowest(entropies, s1, k))
         return s1, s2
 
-    def update_running_probs(self, probs: torch.Tensor) -> None:
-        """m from the (n, G) probabilities of the selected set (Eq. 4); unchanged when n = 0."""
-        if probs.shape[0] == 0:
-            return
-        mean = probs.mean(dim=0)
-        if self.running_probs is None:
-            self.running_probs = mean.clone()
-        else:
-            self.running_probs = self.momentum * self.running_probs + (1.0 - self.momentum) * mean
+    def update_running_probs(self, probs: torch.Tensor, selected: torch.Tensor) -> None:
+        """m from the rows of ``probs`` (b, G) that ``selected`` (b,) keeps (Eq. 4), on the device; unchanged when
+        it keeps none (a NaN m until a first query is selected)."""
+        n = selected.sum()
+        mean = torch.where(selected.unsqueeze(1), probs, 0.0).sum(dim=0) / n.clamp(min=1)
+        m = self.running_probs
+        if m is None:
+            m = torch.full_like(mean, float("nan"))
+        blended = torch.where(m[0].isnan(), mean, self.momentum * m + (1.0 - self.momentum) * mean)
+        self.running_probs = torch.where(n > 0, blended, m)
 
     # ------------------------------------------------------------------------------------------- loss
-    def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor | None:
-        """fw.sims: (b, G) -> the weighted entropy of S2 plus the Fisher term, or None if S2 is empty."""
+    def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor:
+        """fw.sims: (b, G) -> the weighted entropy of S2 plus the Fisher term; no update when S2 is empty
+        (:meth:`~tta.adapters.base.OnlineAdapter.update_only_if`: nothing read back to decide it)."""
         if self.fisher_source != "off" and self.fishers is None:
             self.prepare()
         logits = self.logits(fw.sims)
         entropies = softmax_entropy(logits)
         probs = logits.detach().softmax(dim=-1)
-        e0 = self.threshold(entropies)
+        e0 = self.threshold(entropies, on_device=True)
         s1, s2 = self.select(entropies.detach(), probs, e0)
-        b = entropies.numel()
-        self.note("eata/s1", int(s1.numel()), of=b)
-        self.note("eata/s2", int(s2.numel()), of=b)
-        self.update_running_probs(probs[s2])
-        if s2.numel() == 0:
-            return None
-        e = entropies[s2]
-        weights = torch.exp(e0 - e.detach())
-        loss = (weights * e).mean()
-        self.note_value("eata/entropy", loss)
+        b, n2 = entropies.numel(), s2.sum()
+        self.note("eata/s1", s1.sum(), of=b)
+        self.note("eata/s2", n2, of=b)
+        self.update_running_probs(probs, s2)
+        self.update_only_if(n2 > 0)
+        weights = torch.exp(e0 - entropies.detach())
+        loss = torch.where(s2, weights * entropies, 0.0).sum() / n2.clamp(min=1)
+        self.note_value("eata/entropy", torch.where(n2 > 0, loss.detach(), float("nan")))
         if self.fishers is not None:
             penalty = self.fisher_penalty()
-            self.note_value("eata/fisher", penalty)
+            self.note_value("eata/fisher", torch.where(n2 > 0, penalty.detach(), float("nan")))
             loss = loss + penalty
         return loss
 
@@ -234,3 +236,11 @@ class EATAAdapter(GalleryEntropyAdapter):
     def reset_state(self) -> None:
         """Clear m (the Fisher and θ⁰ belong to the source model and stay)."""
         self.running_probs = None
+
+
+def lowest(values: torch.Tensor, among: torch.Tensor, k: int | torch.Tensor) -> torch.Tensor:
+    """(b,) mask of the ``k`` lowest ``values`` among those ``among`` keeps (``k`` may be a device value; ties by
+    position)."""
+    order = torch.where(among, values, math.inf).argsort(stable=True)
+    rank = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
+    return among & (rank < k)

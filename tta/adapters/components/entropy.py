@@ -32,6 +32,7 @@ from torch import nn
 from tta.adapters.base import OnlineAdapter, ProtocolOptions, QueryForward
 from tta.adapters.components.options import build_options, check_choice
 from tta.utils.bounds import Options
+from tta.utils.device_values import ratio
 
 PRESETS = ("orig", "vtr_tta")
 
@@ -137,26 +138,29 @@ class GalleryEntropyAdapter(OnlineAdapter):
         """(B, G) gallery logits z = s / τ."""
         return sims / self.temperature
 
-    def threshold(self, entropies: torch.Tensor) -> float:
+    def threshold(self, entropies: torch.Tensor, on_device: bool = False) -> float | torch.Tensor:
         """E0 for this batch from its (b,) entropies, by ``self.margin``: ``abs_lnC`` (margin_scale·ln G),
-        ``abs`` (margin_value) or ``quantile`` (the k-th smallest entropy, k = max(1, ⌊quantile·b⌋))."""
+        ``abs`` (margin_value) or ``quantile`` (the k-th smallest entropy, k = max(1, ⌊quantile·b⌋), a device
+        value with ``on_device``)."""
         if self.margin == "abs_lnC":
             return entropy_margin(self.margin_scale, self.gallery.shape[0])
         if self.margin == "abs":
             return float(self.margin_value)
         k = max(1, int(self.quantile * entropies.numel()))
-        return float(entropies.detach().sort().values[k - 1])
+        kth = entropies.detach().sort().values[k - 1]
+        return kth if on_device else float(kth)
 
     # ------------------------------------------------------------------------------------------ counters
-    def note(self, key: str, count: int | float, of: int | None = None) -> None:
+    def note(self, key: str, count: int | float | torch.Tensor, of: int | None = None) -> None:
         """Record a per-step quantity: summed in ``counters[key]``, per step in the batch's ``extras[key]``
-        (history.json); with ``of`` (the batch size) also the running rate ``counters[key + '_rate']``."""
+        (history.json); with ``of`` (the batch size) also the running rate ``counters[key + '_rate']``. A device
+        ``count`` keeps them device values until the end of the stream."""
         self.counters[key] = self.counters.get(key, 0) + count
         if of is not None:
             seen = self.counters[key + "_of"] = self.counters.get(key + "_of", 0) + of
-            self.counters[key + "_rate"] = self.counters[key] / max(1, seen)
+            self.counters[key + "_rate"] = ratio(self.counters[key], max(1, seen))
         if self.record is not None:
-            self.record.extras.setdefault(key, []).append(count / of if of else count)
+            self.record.extras.setdefault(key, []).append(ratio(count, of) if of else count)
 
     def note_value(self, key: str, value: torch.Tensor | float) -> None:
         """Record a per-step value (e.g. a loss term) in the batch's ``extras[key]`` only; a tensor stays on its
