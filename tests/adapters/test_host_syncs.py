@@ -202,9 +202,14 @@ def test_an_optimizer_state_loads_under_the_optimizer_s_own_implementation():
                    for p, w in zip(params, written_params, strict=True))
 
 
+#: EATA with every query in S1 and S2 (E0 = 3 nats > ln 8, no redundancy filter), so that its updates step
+ON_CUDA = {"tent": (), "hatvtr": (), "eata": ("adapter.method.margin=abs", "adapter.method.margin_value=3.0",
+                                             "adapter.method.d_margin=2.0")}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("adapter", ["tent", "hatvtr"])
+@pytest.mark.parametrize("adapter", sorted(ON_CUDA))
 def test_an_update_on_cuda_waits_for_nothing_and_a_skipped_one_changes_nothing(adapter):
     """On the device the base builds fused AdamW and decides the skip there: an update under torch's sync debug mode
     ``error`` runs through; an update whose loss is NaN leaves the parameters and the optimizer's state as they were."""
@@ -212,7 +217,7 @@ def test_an_update_on_cuda_waits_for_nothing_and_a_skipped_one_changes_nothing(a
     from tta.adapters.base import BatchRecord
 
     env = build_fast_env("meanp", "v2t", batch_sizes=(4,), n=8)
-    model = make_fast_adapter(env, adapter).to("cuda")
+    model = make_fast_adapter(env, adapter, *ON_CUDA[adapter]).to("cuda")
     model.setup("test")
     model.on_test_start()
     assert model.skips_on_device and model.optimizer.param_groups[0]["fused"]
