@@ -131,11 +131,24 @@ def test_shipped_compositions_pass(adapter):
                                     "(data.subset=20); use a larger data.subset or hubness.k <= 19"),
     ("+adapter.steps=3", "invalid configuration: adapter.steps is read by nothing: an adapter's options are under "
                          "adapter.method (adapter.method.steps=...;"),
+    ("+trainer.limit_test_batches=2", "invalid configuration: trainer.limit_test_batches=2 would end the query "
+                                      "stream before its last batch, and a run is scored on every query: stream "
+                                      "fewer queries with data.subset=N"),
+    ("+trainer.limit_test_batches=0.5", "invalid configuration: trainer.limit_test_batches=0.5 would end"),
+    ("+trainer.limit_test_batches=1", "invalid configuration: trainer.limit_test_batches=1 would end"),
+    ("+trainer.fast_dev_run=true", "invalid configuration: trainer.fast_dev_run=True would end"),
+    ("+trainer.fast_dev_run=3", "invalid configuration: trainer.fast_dev_run=3 would end"),
 ])
 def test_invalid_values_are_refused_with_one_line(override, message):
     with pytest.raises(ConfigValueError) as err:
         validate_config(compose("run", ["adapter=hatvtr", *override.split()]))
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_the_whole_stream_is_lightnings_default_and_its_explicit_forms():
+    for override in ([], ["+trainer.limit_test_batches=1.0"], ["+trainer.fast_dev_run=false"],
+                     ["+trainer.fast_dev_run=0"]):
+        validate_config(compose("run", ["adapter=tent", *override]))
 
 
 def test_bound_edges():

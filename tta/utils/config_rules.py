@@ -263,8 +263,22 @@ def _adapter_keys(cfg: dict) -> str | None:
     return None
 
 
+def _partial_stream(cfg: dict) -> str | None:
+    """A run scores every query of its stream; Lightning's batch limits would end the stream early."""
+    if "adapter" not in cfg:
+        return None
+    limit, dev_run = _get(cfg, "trainer.limit_test_batches"), _get(cfg, "trainer.fast_dev_run")
+    whole = limit is None or (isinstance(limit, float) and limit == 1.0)  # an int is a number of batches
+    off = dev_run is None or dev_run is False or (not isinstance(dev_run, bool) and dev_run == 0)
+    for key, value, fine in (("limit_test_batches", limit, whole), ("fast_dev_run", dev_run, off)):
+        if not fine:
+            return (f"trainer.{key}={value} would end the query stream before its last batch, and a run is scored on "
+                    f"every query: stream fewer queries with data.subset=N")
+    return None
+
+
 RELATIONS: tuple[Callable[[dict], str | None], ...] = (_hubness_k_below_gallery, _events_range, _text_trunk_training,
-                                                      _comp_chain, _text_pool, _adapter_keys)
+                                                      _comp_chain, _text_pool, _adapter_keys, _partial_stream)
 
 
 def validate_config(cfg: Any) -> None:
