@@ -85,7 +85,8 @@ def noise_aware_entropy(entropy: torch.Tensor, e_m: torch.Tensor | float, eps: f
     mask = h <= e_m
     if empty_mask != "skip" and without_sync(h, sync_free):
         count = mask.sum()
-        empty = entropy.new_zeros(()) if empty_mask == "zero" else entropy.new_tensor(float("nan"))
+        # filled on the device: new_tensor would copy a host value, and that copy waits for the device's queue
+        empty = entropy.new_zeros(()) if empty_mask == "zero" else entropy.new_full((), float("nan"))
         # the product before the mask, as the indexed form: a NaN entropy outside a non-empty A gives a NaN gradient
         # there on either path (the base's finite check then skips the update); an empty A gives no gradient at all
         kept = torch.where(count > 0, weights, 0.0)
