@@ -178,6 +178,15 @@ def test_eata_empty_s2_is_a_skipped_update_that_changes_nothing_on_either_path(m
     assert [float(x) for x in eata.counters["eata/s2"].reshape(1)] == [6.0]
 
 
+def test_a_condition_left_outside_the_loop_does_not_reach_the_next_update():
+    tent = bound(TentAdapter(temperature=0.1, steps=1))
+    tent.update_only_if(torch.tensor(False))  # as a direct adapt_loss call of a masking method leaves it
+    batch, record = toy_batch(), BatchRecord(batch=0, size=6)
+    with torch.enable_grad():
+        assert tent.update(batch, tent.forward_queries(batch), 0, record) is True
+    assert tent.counters["updates"] == 1 and record.skipped_updates == 0
+
+
 def test_eata_lowest_keeps_the_k_lowest_of_the_masked_values_with_k_on_the_device():
     from tta.adapters.eata import lowest
 

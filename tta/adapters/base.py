@@ -403,6 +403,7 @@ class OnlineAdapter(L.LightningModule):
         """One update from the forward ``fw``: loss, backward (and :meth:`second_pass`), optimizer step.
         Returns whether the parameters were updated (a device bool where the skip is decided on the device); a
         skipped update is counted in ``record``."""
+        self._step_condition = None  # this step's own, not one left by a call outside the loop
         loss = self.adapt_loss(fw, step)
         wanted, self._step_condition = self._step_condition, None
         if wanted is not None and not self.skips_on_device and not bool(wanted):
