@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from tta.models.checkpoint import copy_model
 from tta.models.retrieval import RetrievalModel
 from tta.models.towers import CUSTOM, TowerConfig
 
@@ -61,7 +62,7 @@ def _tiny_model(head: str, seed: int) -> RetrievalModel:
 def tiny_model(head: str = "meanp", seed: int = 0) -> RetrievalModel:
     """A fresh tiny random RetrievalModel (``meanp`` = CLIP4Clip, ``seqtransf`` = CLIP4Clip-seqTransf, ``xpool`` =
     X-Pool), identical for a given seed."""
-    return copy.deepcopy(_tiny_model(head, seed))
+    return copy_model(_tiny_model(head, seed))
 
 
 # ------------------------------------------------------------------------------------------------ synthetic data
@@ -177,7 +178,7 @@ def make_fast_adapter(env: FastEnv, adapter: str, *overrides: str, model: Retrie
 
     cfg = adapter_config(adapter, env.task, env.head, tuple(overrides))
     assert cfg.task == env.task
-    return build_adapter(cfg, model if model is not None else copy.deepcopy(env.model), env.gallery, env.gt)
+    return build_adapter(cfg, model if model is not None else copy_model(env.model), env.gallery, env.gt)
 
 
 def stream(adapter, batches: list[dict]) -> torch.Tensor:

@@ -7,7 +7,6 @@ many adapters can be run quickly on the same inputs.
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from tta.data.cache import FrameCache
 from tta.data.gallery import encode_gallery
 from tta.data.registry import load_pairs
 from tta.data.stream import Collate, ShiftSpec, TextItems, VideoItems
+from tta.models.checkpoint import copy_model
 from tta.models.retrieval import RetrievalModel
 from tta.stages import data_settings
 from tta.synth.zoo import load_model
@@ -73,7 +73,7 @@ def make_adapter(env: Env, adapter: str, *overrides: str, model: RetrievalModel 
     """``conf/adapter/<adapter>.yaml`` (with overrides) built by :func:`tta.adapters.build_adapter`, as the
     runner builds it, and bound to a copy of the env's model."""
     cfg = _composed(str(env.cache), env.cfg.model.name, env.cfg.task, adapter, tuple(overrides))
-    model = model if model is not None else copy.deepcopy(env.model)
+    model = model if model is not None else copy_model(env.model)
 
     def source_split(n: int):
         from tta.data.source_split import SourceSplit

@@ -466,6 +466,7 @@ def fast_run(tiny_cache):
     import tta.run as runner
     import tta.synth.zoo as zoo
     from tta.data.stream import VideoItems
+    from tta.models.checkpoint import copy_model
 
     clips, models = {}, {}
 
@@ -482,7 +483,7 @@ def fast_run(tiny_cache):
         key = OmegaConf.to_yaml(model_cfg)
         if key not in models:
             models[key] = load_model(model_cfg, *args, **kwargs)
-        return copy.deepcopy(models[key])
+        return copy_model(models[key])
 
     load_model = zoo.load_model
     with pytest.MonkeyPatch.context() as mp:
