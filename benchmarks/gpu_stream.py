@@ -319,8 +319,8 @@ def loader_frames(cfg, cache: Path, pairs: list, workers: int):
 
     frames = run_frame_cache(cache, cfg.data.num_frames, cfg.inputs.max_side)
     frames.warm([p.video_path for p in pairs], "decoding query videos", workers)
-    for p in pairs:  # the frame counts known before the workers fork, as a run's screen leaves them: no worker opens
-        frames.indices(p.video_path)  # a container (without them each item did, about 2 ms a video on this CPU)
+    for p in pairs:  # the frame counts known before the workers fork, as a run's screen leaves them: no worker
+        frames.indices(p.video_path)  # opens a container to count them (docs/results/hatvtr-runtime.md)
     return frames
 
 
