@@ -4,7 +4,8 @@ project's code or by Lightning's from a batch's start hook to Lightning's loggin
 callbacks, what Lightning does with the values the step logs), by the function that made it. A method may keep only
 the ones its algorithm needs (a filter that picks its loss's queries, a guard that picks the scores); the finite
 check of a backward pass stays on the device unless a second pass waits for it. Scores, metrics, loss logs and
-diagnostics stay on the device until the end.
+diagnostics stay on the device until the end. No batch after the first makes a tensor of host data (a GPU copies it
+behind its queued work, and the host waits for that copy).
 
 The code that has a sync-free path (the scoring accumulator, the noise-aware entropy) is made to take it on the CPU
 (``SYNC_FREE_ON_CPU``), as it does by itself on a GPU."""
@@ -23,28 +24,37 @@ from tests.conftest import tiny_overrides
 #: the tensor functions that read a device value back to the host (or need its size: nonzero, boolean masks)
 READS = {"item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "nonzero",
          "masked_select", "unique", "argwhere"}
+#: the factories that make a tensor of host data (a Python number or list, a NumPy array): on a GPU the data is
+#: copied behind the device's queued work, and the host waits for that copy
+MADE = {"tensor", "new_tensor", "as_tensor", "asarray", "from_numpy"}
 
 
 class HostReads(TorchFunctionMode):
     """Counts READS whose caller (the innermost frame outside torch) is tta's own code or Lightning's (a value logged
     for the progress bar is read back for it on every batch), keyed by that function; calls made inside torch.optim
-    are left out (its plain loop's step counters live on the CPU by design)."""
+    are left out (its plain loop's step counters live on the CPU by design). Tensors made of host data (MADE) are
+    counted apart, from the second batch on (the first makes the stream's one-time state: Lightning's metric of
+    each logged key, the labels on the device)."""
 
     def __init__(self):
         super().__init__()
         self.calls: collections.Counter = collections.Counter()
+        self.made: collections.Counter = collections.Counter()
+        self.first_batch = True
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
         masked = name in ("__getitem__", "__setitem__") and len(args) > 1 and any(
             torch.is_tensor(i) and i.dtype == torch.bool for i in (args[1] if isinstance(args[1], tuple) else (args[1],)))
-        if name in READS or masked:
+        data = args[1 if name == "new_tensor" else 0] if len(args) > (name == "new_tensor") else None
+        made = name in MADE and data is not None and not torch.is_tensor(data) and not self.first_batch
+        if name in READS or masked or made:
             for frame in reversed(traceback.extract_stack()[:-1]):
                 if "/torch/optim/" in frame.filename:
                     break
                 if "/torch/" not in frame.filename:
                     if "/tta/" in frame.filename or "/lightning/" in frame.filename:
-                        self.calls[frame.name] += 1
+                        (self.made if made else self.calls)[frame.name] += 1
                     break
         return func(*args, **kwargs or {})
 
@@ -92,6 +102,7 @@ def test_a_batch_reads_back_only_what_its_method_needs(tiny_cache, tmp_path, mon
 
         def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
             batches.append(batch_idx)
+            mode.first_batch = batch_idx == 0
             mode.__enter__()
 
     monkeypatch.setattr(stages, "build_trainer", lambda cfg, callbacks, loggers: build(cfg, [*callbacks, Watch()],
@@ -102,6 +113,7 @@ def test_a_batch_reads_back_only_what_its_method_needs(tiny_cache, tmp_path, mon
     assert len(batches) == 3 and res["num_queries"] == 40
     per_batch = {name: count / len(batches) for name, count in mode.calls.items()}
     assert per_batch == EXPECTED[adapter]
+    assert mode.made == {}, "a batch made tensors of host data (a GPU's host would wait for each copy)"
 
 
 @pytest.mark.parametrize("adapter", ["tent", "read", "hatvtr", "tcr", "eata", "noregret"])
