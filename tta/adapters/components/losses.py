@@ -95,7 +95,7 @@ def noise_aware_entropy(entropy: torch.Tensor, e_m: torch.Tensor | float, eps: f
                         weights=weights)
     selected = int(mask.sum())
     if selected == 0:
-        loss = {"zero": entropy.new_zeros(()), "skip": None, "nan": entropy.new_tensor(float("nan"))}[empty_mask]
+        loss = {"zero": entropy.new_zeros(()), "skip": None, "nan": entropy.new_full((), float("nan"))}[empty_mask]
     else:
         loss = (entropy * weights)[mask].mean()
     return NAResult(loss=loss, selected=selected, candidates=int(h.numel()), weights=weights)
