@@ -15,7 +15,7 @@ from torch import nn
 
 from tests.conftest import tiny_overrides
 from tta.adapters.base import BatchRecord, QueryForward
-from tta.adapters.components.entropy import shared_forward_similarity, softmax_entropy
+from tta.adapters.components.entropy import GalleryEntropyAdapter, shared_forward_similarity, softmax_entropy
 from tta.adapters.components.options import resolve_preset
 from tta.adapters.components.posthoc import DualSoftmax, PostHocAdapter, QBNorm
 from tta.adapters.components.sam import SAM
@@ -273,46 +273,106 @@ def test_sam_state_dict_carries_the_base_optimizer_state():
 
 
 # -------------------------------------------------------------------------------------------------------- SAR
-def test_sar_resets_when_its_loss_ema_crosses_the_threshold():
+def on_path(monkeypatch, on_device: bool) -> None:
+    """Decide the skip on the device (``on_device``) or on the host; both arms step with fused AdamW."""
+    from tta.utils import device_values
+
+    monkeypatch.setattr(device_values, "SYNC_FREE_ON_CPU", on_device)
+    monkeypatch.setattr(GalleryEntropyAdapter, "build_optimizer", lambda self, params: torch.optim.AdamW(
+        params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay, fused=True))
+
+
+def no_ema(sar) -> bool:
+    return sar.ema is None or bool(torch.isnan(sar.ema))
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_sar_resets_when_its_loss_ema_crosses_the_threshold(monkeypatch, on_device):
+    on_path(monkeypatch, on_device)
     batch = toy_batch()
     sar = bound(SARAdapter(temperature=0.05, margin_scale=1.0, reset_threshold=10.0, lr=1e-2))  # EMA < 10 nats
+    assert sar.skips_on_device is on_device
     start = [p.detach().clone() for p in sar.params_to_adapt()]
     sar.adapt_batch(batch, BatchRecord(0, 6))
-    assert sar.counters["sar/recoveries"] == 3 and sar.counters["updates"] == 3
+    assert int(sar.counters["sar/recoveries"]) == 3 and int(sar.counters["updates"]) == 3
     for p, s in zip(sar.params_to_adapt(), start, strict=True):
         assert torch.equal(p, s)
-    assert sar.ema is not None  # the original writes the pre-reset EMA back
-    assert not sar.optimizer.base.state
+    assert not no_ema(sar)  # the original writes the pre-reset EMA back
+    # the initial optimizer state: none on the host (the snapshot's, loaded), zeros in place on the device
+    assert all(not torch.any(v) for state in sar.optimizer.base.state.values() for v in state.values())
+    assert bool(sar.optimizer.base.state) is on_device
     cleared = bound(SARAdapter(temperature=0.05, margin_scale=1.0, reset_threshold=10.0, clear_ema_on_reset=True,
                                lr=1e-2))
     cleared.adapt_batch(batch, BatchRecord(0, 6))
-    assert cleared.ema is None
+    assert no_ema(cleared)
 
 
-def test_sar_ema_and_no_reset_above_the_threshold():
+@pytest.mark.parametrize("on_device", [False, True])
+def test_sar_ema_and_no_reset_above_the_threshold(monkeypatch, on_device):
+    on_path(monkeypatch, on_device)
     sar = bound(SARAdapter(temperature=0.05, margin_scale=1.0, reset_threshold=0.0, lr=1e-2))
     start = [p.detach().clone() for p in sar.params_to_adapt()]
     record = BatchRecord(0, 6)
     sar.adapt_batch(toy_batch(), record)
-    assert sar.counters["sar/recoveries"] == 0 and sar.counters["sar/s1"] > 0
-    l1, l2, l3 = record.losses
-    assert sar.ema == pytest.approx(0.9 * (0.9 * l1 + 0.1 * l2) + 0.1 * l3)
+    assert int(sar.counters["sar/recoveries"]) == 0 and int(sar.counters["sar/s1"]) > 0
+    l1, l2, l3 = (float(x) for x in record.losses)
+    assert float(sar.ema) == pytest.approx(0.9 * (0.9 * l1 + 0.1 * l2) + 0.1 * l3)
     assert any(not torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start, strict=True))
     sar.reset()
     assert sar.ema is None and all(torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start, strict=True))
 
 
-def test_sar_empty_reliable_set_is_a_skipped_step_and_top_blocks_exclusion():
+@pytest.mark.parametrize("on_device", [False, True])
+def test_sar_empty_reliable_set_is_a_skipped_step_and_top_blocks_exclusion(monkeypatch, on_device):
+    on_path(monkeypatch, on_device)
     sar = bound(SARAdapter())
     sar.margin_scale = 0.0  # E0 = 0: nothing is reliable (an edge the option's bound keeps users from)
     start = [p.detach().clone() for p in sar.params_to_adapt()]
     record = BatchRecord(0, 6)
     sar.adapt_batch(toy_batch(), record)
-    assert record.skipped_updates == 3 and sar.ema is None
+    assert int(record.skipped_updates) == 3 and no_ema(sar) and int(sar.counters["nonfinite_losses"]) == 0
+    assert int(sar.counters["sar/s2"]) == 0 and sar.counters["sar/s2_of"] == 18  # S2 counted at every step
     assert all(torch.equal(p, s) for p, s in zip(sar.params_to_adapt(), start, strict=True))
     top = bound(SARAdapter(exclude_top_blocks=True))
     lns = top.model.lns
     assert top.params_to_adapt() == [lns["b0"].weight, lns["b0"].bias]  # blocks 9-11 and ln_post excluded
+
+
+#: a recovery threshold inside the toy stream's EMA range (0.05-0.17 nats): some steps recover, others do not
+RECOVERING = 0.12
+
+
+def test_sar_steps_recovers_and_skips_on_the_device_as_on_the_host(monkeypatch):
+    """A stream with recoveries at some steps and not at others, and a non-finite first pass: the device's decisions
+    (the ascent gated, a recovery as an element-wise restore) leave the parameters, the optimizer's state, the EMA
+    and the counters the host's decisions leave, bit for bit."""
+    from tta.adapters.base import OnlineAdapter
+
+    backward = OnlineAdapter._backward
+
+    def poisoned(self, loss, step, record, wanted=None, after=None):
+        nan = loss is not None and (record.batch, step) == (1, 1)
+        return backward(self, loss * float("nan") if nan else loss, step, record, wanted, after)
+
+    monkeypatch.setattr(OnlineAdapter, "_backward", poisoned)
+    arms = {}
+    for on_device in (False, True):
+        on_path(monkeypatch, on_device)
+        sar = bound(SARAdapter(temperature=0.05, margin_scale=1.0, reset_threshold=RECOVERING, lr=1e-2))
+        records = [BatchRecord(i, 6) for i in range(3)]
+        for i, record in enumerate(records):
+            sar.adapt_batch(toy_batch(seed=3 + i), record)
+        sar.settle_history()
+        state = [{k: v.clone() for k, v in sar.optimizer.state[p].items()} for p in sar.params_to_adapt()]
+        arms[on_device] = ([p.detach().clone() for p in sar.params_to_adapt()], state, float(sar.ema),
+                           dict(sar.counters), [[float(x) for x in r.losses if not x.isnan()] for r in records],
+                           [int(r.skipped_updates) for r in records])
+    (host_params, host_state, *host), (params, state, *device) = arms[False], arms[True]
+    assert all(torch.equal(p, q) for p, q in zip(host_params, params, strict=True))
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(host_state, state, strict=True) for k in a)
+    assert host == device
+    counters = host[1]
+    assert 0 < counters["sar/recoveries"] < 9 and counters["nonfinite_losses"] == 1
 
 
 def test_sar_non_finite_second_pass_skips_the_update_and_keeps_parameters_finite(monkeypatch):

@@ -60,7 +60,7 @@ def test_every_row_failed_is_scored_not_raised():
 
 def test_sar_with_a_non_finite_second_pass_keeps_its_parameters_finite():
     env = build_fast_env("meanp", "v2t", batch_sizes=(4, 4), n=8)
-    adapter = make_fast_adapter(env, "sar", "adapter.method.margin=quantile")  # a non-empty first-pass set
+    adapter = make_fast_adapter(env, "sar", "adapter.method.margin_scale=2.0")  # E0 = 2 ln G: S1 and S2 all queries
     original = adapter.second_pass
 
     def poisoned(batch, step):  # the SAM ascent happens, then the perturbed loss is NaN

@@ -11,8 +11,8 @@ Per batch (``steps`` = S): S times [forward -> loss -> backward (-> second pass)
 scores are those of the last forward, computed before its update (``predict_with: last_forward``, HAT-VTR Sec. 4.3
 "Pipeline"), or of an extra no-grad forward after the last update (``post_update``). A non-finite loss or gradient
 in either pass skips the update (counted in ``counters["nonfinite_losses"]`` and the record's ``skipped_updates``);
-the parameters stay finite. On a CUDA device a one-pass method decides the skip there (fused AdamW's ``found_inf``), so
-an update reads nothing back to the host; a two-pass method decides on the host, its second pass needing the answer.
+the parameters stay finite. On a CUDA device the skip is decided there (fused AdamW's ``found_inf``), so an update
+reads nothing back to the host; a two-pass method's second pass then runs after every first pass (:meth:`second_pass`).
 Run with ``Trainer(inference_mode=False).test``. After ``test_step`` returns, ``self.history[-1]`` is that batch's
 record; its ``batch`` number is ``len(self.history)`` at the batch's start.
 
@@ -174,7 +174,10 @@ class OnlineAdapter(L.LightningModule):
         self.batch_index: torch.Tensor | None = None  # its (B,) stream query indices
         self.compile_encoder: str | None = None  # torch.compile's mode for the query encoder (run key ``compile``)
         self.skips_on_device = False  # the non-finite guard decides on the device (set in setup)
-        self._step_condition: torch.Tensor | None = None  # set by update_only_if during adapt_loss
+        self._step_condition: torch.Tensor | None = None  # set by update_only_if during a pass
+        self._pass_loss: torch.Tensor | None = None  # the loss of the update's last pass
+        # a second pass's view of the first: True, or the device bool of whether it will update (second_pass)
+        self.first_pass_done: bool | torch.Tensor | None = None
 
     # ------------------------------------------------------------------------------------------------ binding
     def bind(self, model: RetrievalModel, task: str, gallery: torch.Tensor, gt: torch.Tensor | None = None,
@@ -232,11 +235,13 @@ class OnlineAdapter(L.LightningModule):
 
     def second_pass(self, batch: dict, step: int) -> torch.Tensor | None:
         """Two-pass methods (``two_pass = True``; checked when the class is defined): the loss to back-propagate
-        for the step, or None to skip."""
+        for the step, or None to skip. Where the skip is decided on the device it runs after every first pass, and
+        :attr:`first_pass_done` (a device bool; True on the host) says whether that one will update: what the pass
+        moves or records must hold only if it does (e.g. ``torch.where(self.first_pass_done, ...)``)."""
         return None
 
     def update_only_if(self, condition: torch.Tensor) -> None:
-        """Called from :meth:`adapt_loss`: this step updates only if the device bool ``condition`` holds (a selection
+        """Called from :meth:`adapt_loss` (or :meth:`second_pass`): this step updates only if the device bool ``condition`` holds (a selection
         that may come out empty, as EATA's S2), the loss returned being finite either way. A method selecting by
         masks thus reads nothing back: where the skip is decided on the device, the condition joins the finite check
         (a False is a skipped update, not a non-finite one); on the host it is read back, and False is a None loss."""
@@ -314,7 +319,7 @@ class OnlineAdapter(L.LightningModule):
         params = self.params_to_adapt()
         if params and self.steps > 0 and self.optimizer is None:
             device = self._stream_device(params)
-            self.skips_on_device = not self.two_pass and device.type in FUSED_CHECK_DEVICES and without_sync(device)
+            self.skips_on_device = device.type in FUSED_CHECK_DEVICES and without_sync(device)
             self.optimizer = self.build_optimizer(params)
         self._snapshot = {"params": [p.detach().clone() for p in params],
                           "optim": copy.deepcopy(self.optimizer.state_dict()) if self.optimizer else None}
@@ -336,15 +341,48 @@ class OnlineAdapter(L.LightningModule):
                   for g, own in zip(saved["param_groups"], self.optimizer.param_groups, strict=True)]
         self.optimizer.load_state_dict({**saved, "param_groups": groups})
 
-    def restore_snapshot(self) -> None:
-        """The adapted parameters and the optimizer state back to their initial values, bit-exactly."""
+    def restore_snapshot(self, only_if: torch.Tensor | None = None) -> None:
+        """The adapted parameters and the optimizer state back to their initial values, bit-exactly; with ``only_if``
+        (a device bool) only if it holds: read back on the host, element by element where the skip is decided on the
+        device (nothing read back)."""
         if self._snapshot is None:
+            return
+        if only_if is not None and self.skips_on_device:
+            self._restore_snapshot_where(only_if)
+            return
+        if only_if is not None and not bool(only_if):
             return
         with torch.no_grad():
             for p, saved in zip(self.params_to_adapt(), self._snapshot["params"], strict=True):
                 p.copy_(saved)
         if self.optimizer is not None:
             self.load_optimizer_state(copy.deepcopy(self._snapshot["optim"]))
+
+    @torch.no_grad()
+    def _restore_snapshot_where(self, condition: torch.Tensor) -> None:
+        """:meth:`restore_snapshot` where ``condition`` holds, as ``torch.where`` over every parameter and optimizer
+        state tensor. A state the snapshot lacks (taken before the first step) is AdamW's initial one: zero moments and
+        step count, from which the next step is the step of a state created by it (a test holds the two equal)."""
+        params = self.params_to_adapt()
+        saved_params, saved_state = self._snapshot_on(condition.device)
+        for p, saved in zip(params, saved_params, strict=True):
+            p.copy_(torch.where(condition, saved, p))
+        if self.optimizer is None:
+            return
+        for i, p in enumerate(params):
+            for key, value in self.optimizer.state.get(p, {}).items():
+                if torch.is_tensor(value):
+                    initial = saved_state.get(i, {}).get(key)
+                    value.copy_(torch.where(condition, 0 if initial is None else initial, value))
+
+    def _snapshot_on(self, device: torch.device) -> tuple[list[torch.Tensor], dict]:
+        """The snapshot's parameters and optimizer state tensors on ``device``, copied once (not per restore)."""
+        kept = getattr(self, "_snapshot_copy", None)
+        if kept is None or kept[0] is not self._snapshot or kept[1] != device:
+            state = {i: {k: v.to(device) for k, v in entry.items() if torch.is_tensor(v)}
+                     for i, entry in (self._snapshot["optim"] or {}).get("state", {}).items()}
+            kept = self._snapshot_copy = (self._snapshot, device, [p.to(device) for p in self._snapshot["params"]], state)
+        return kept[2], kept[3]
 
     def reset(self) -> None:
         """Restore the parameters and the optimizer state, clear method state and the post-hoc refiner's."""
@@ -403,23 +441,22 @@ class OnlineAdapter(L.LightningModule):
         """One update from the forward ``fw``: loss, backward (and :meth:`second_pass`), optimizer step.
         Returns whether the parameters were updated (a device bool where the skip is decided on the device); a
         skipped update is counted in ``record``."""
-        self._step_condition = None  # this step's own, not one left by a call outside the loop
-        loss = self.adapt_loss(fw, step)
-        wanted, self._step_condition = self._step_condition, None
-        if wanted is not None and not self.skips_on_device and not bool(wanted):
-            loss = None
-        done = self._backward(loss, step, record, wanted)
+        done = self._pass(lambda: self.adapt_loss(fw, step), step, record)
+        if done is not False and self.two_pass:
+            self.first_pass_done = done
+            try:
+                done = self._pass(lambda: self.second_pass(batch, step), step, record, after=done)
+            finally:
+                self.first_pass_done = None
         if done is False:
             return False
-        if self.two_pass:
-            loss = self.second_pass(batch, step)
-            if not self._backward(loss, step, record):
-                return False
+        loss = self._pass_loss
         if done is True:
             self.optimizer.step()
             self.counters["updates"] += 1
             record.losses.append(loss.detach())  # a device value: read once, at the end of the stream (settle_history)
             return True
+        record.skipped_updates = record.skipped_updates + (~done).long()
         self.optimizer.found_inf = (~done).float()  # fused AdamW: a step told found_inf changes nothing
         try:
             self.optimizer.step()
@@ -429,21 +466,36 @@ class OnlineAdapter(L.LightningModule):
         record.losses.append(torch.where(done, loss.detach(), float("nan")))  # settle_history drops a skip's NaN
         return done
 
+    def _pass(self, compute, step: int, record: BatchRecord,
+              after: torch.Tensor | None = None) -> bool | torch.Tensor:
+        """One pass of an update: ``compute()`` the loss (with the method's :meth:`update_only_if`) and back-propagate
+        it (:meth:`_backward`); ``after`` is the first pass's device decision, when this is a second pass."""
+        self._step_condition = None  # this pass's own, not one left by a call outside the loop
+        loss = compute()
+        wanted, self._step_condition = self._step_condition, None
+        if wanted is not None and not self.skips_on_device and not bool(wanted):
+            loss = None
+        self._pass_loss = loss
+        return self._backward(loss, step, record, wanted, after)
+
     def _backward(self, loss: torch.Tensor | None, step: int, record: BatchRecord,
-                  wanted: torch.Tensor | None = None) -> bool | torch.Tensor:
+                  wanted: torch.Tensor | None = None, after: torch.Tensor | None = None) -> bool | torch.Tensor:
         """Back-propagate ``loss``; False (update skipped and undone) for None, a non-finite loss or gradient.
 
         The loss and the gradients are checked on the device in one pass over them. Where the skip is decided on
-        the device the answer stays there (a device bool, the skip counted as a device value, ``wanted`` the
-        method's own condition, :meth:`update_only_if`); otherwise it is read back (one host synchronisation per
-        pass) and a non-finite pass's gradients dropped."""
+        the device the answer stays there: a device bool, joined with ``wanted`` (the method's own condition,
+        :meth:`update_only_if`) and ``after`` (a first pass's answer), the non-finite pass counted as a device value
+        (the update's skip is counted once, by :meth:`update`). Otherwise it is read back (one host synchronisation
+        per pass) and a non-finite pass's gradients dropped."""
         if loss is not None:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             bad = non_finite(loss.detach(), [p.grad for p in self.params_to_adapt() if p.grad is not None])
             if self.skips_on_device:
-                done, counted = (~bad, bad) if wanted is None else (~bad & wanted, bad & wanted)
-                record.skipped_updates = record.skipped_updates + (~done).long()
+                done, counted = ~bad, bad
+                for condition in (wanted, after):
+                    if condition is not None:
+                        done, counted = done & condition, counted & condition
                 self.counters["nonfinite_losses"] += counted.long()
                 return done
             if not bool(bad):

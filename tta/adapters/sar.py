@@ -33,7 +33,10 @@ shared forward. TCR's SAR is the quantile margin with summed entropies (``margin
 
 Steps 1-5 run in the base's update loop (``two_pass``: :meth:`SARAdapter.adapt_loss` is step 1,
 :meth:`SARAdapter.second_pass` steps 2-4, the optimizer's ``step`` step 5) under its non-finite guard: a non-finite
-loss or gradient in either pass skips the update with θ restored; step 6 is :meth:`SARAdapter.after_step`.
+loss or gradient in either pass skips the update with θ restored; step 6 is :meth:`SARAdapter.after_step`. S1 and
+S2 are masks and the EMA a device value, so on a GPU an update reads nothing back: the base decides the skip there,
+the second pass runs after every first pass with its ascent, S2 and EMA gated by the first's answer, and a recovery
+restores the snapshot element by element where the EMA says so (docs/methods/sar.md, "On the device").
 
 Counters: ``sar/s1``, ``sar/s2`` (selected queries; with ``second_entropy: elementwise`` a query counts in S2
 when at least one of its terms is kept), their ``*_rate`` (|S|/b over all steps), ``sar/recoveries``, the last
@@ -161,39 +164,64 @@ class SARAdapter(GalleryEntropyAdapter):
         self.ema = None
 
     # ------------------------------------------------------------------------------------------ step
-    def reliable(self, entropies: torch.Tensor, thr: float) -> torch.Tensor:
-        """(n,) indices of S1 = {E < E0} (``quantile``: {E ≤ thr})."""
-        return (entropies <= thr if self.margin == "quantile" else entropies < thr).nonzero().flatten()
+    def reliable(self, entropies: torch.Tensor, thr: float | torch.Tensor) -> torch.Tensor:
+        """(b,) mask of S1 = {E < E0} (``quantile``: {E ≤ thr})."""
+        return entropies <= thr if self.margin == "quantile" else entropies < thr
 
-    def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor | None:
-        """Step 1: L1 = mean_{S1} E_i over the first-pass forward (None = empty S1, no update)."""
+    def masked_mean(self, values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """mean_{keep} values without reading the selection's size back: 0 for an empty selection under
+        ``empty_set: zero`` (with :meth:`update_only_if` its update is skipped), NaN under ``nan`` (the original's)."""
+        n = keep.sum()
+        return torch.where(keep, values, 0.0).sum() / (n.clamp(min=1) if self.empty_set == "zero" else n)
+
+    def adapt_loss(self, fw: QueryForward, step: int) -> torch.Tensor:
+        """Step 1: L1 = mean_{S1} E_i over the first-pass forward (no update for an empty S1, ``empty_set: zero``)."""
         entropies = softmax_entropy(self.logits(fw.sims))
         b = entropies.numel()
-        thr = self.threshold(entropies)
-        s1 = self.reliable(entropies, thr)
-        self._first = (thr, s1, b)
-        self.note("sar/s1", int(s1.numel()), of=b)
-        if s1.numel() == 0 and self.empty_set == "zero":
-            self.note("sar/s2", 0, of=b)
-            return None
-        return entropies[s1].mean()
+        thr = self.threshold(entropies, on_device=True)
+        s1 = self.reliable(entropies.detach(), thr)
+        self._first, self._n2 = (thr, s1, b), 0
+        n1 = s1.sum()
+        self.note("sar/s1", n1, of=b)
+        if self.empty_set == "zero":
+            self.update_only_if(n1 > 0)
+        return self.masked_mean(entropies, s1)
 
-    def second_pass(self, batch: dict, step: int) -> torch.Tensor | None:
-        """Steps 2-4: SAM ascent, L2 = mean_{S2} E'_i at θ + ε̂, the EMA (None = empty S2, θ restored)."""
+    def second_pass(self, batch: dict, step: int) -> torch.Tensor:
+        """Steps 2-4: SAM ascent, L2 = mean_{S2} E'_i at θ + ε̂, the EMA (no update for an empty S2). Where the skip is
+        decided on the device this runs after every first pass: S2's count and the EMA then change only if the first
+        pass updates (:attr:`first_pass_done`); θ + ε̂ is transient (the step restores θ exactly)."""
         thr, s1, b = self._first
+        ok = True if self.first_pass_done is None else self.first_pass_done  # None: called outside an update
         self.optimizer.first_step(zero_grad=True)
-        logits2 = self.logits(self.forward_queries(batch).sims)[s1]
-        ent2 = softmax_entropy(logits2) if self.second_entropy == "sum" else elementwise_entropy(logits2)
-        keep = ent2 < thr
-        n2 = int(keep.any(dim=-1).sum()) if ent2.dim() == 2 else int(keep.sum())  # 0 iff nothing is kept
-        self.note("sar/s2", n2, of=b)
-        if n2 == 0 and self.empty_set == "zero":
-            return None
-        loss2 = ent2[keep].mean()
-        value = loss2.item()  # the EMA its recovery compares with a threshold on the host
-        if not math.isnan(value):
-            self.ema = value if self.ema is None else self.ema_momentum * self.ema + (1 - self.ema_momentum) * value
+        logits2 = self.logits(self.forward_queries(batch).sims)
+        if self.second_entropy == "sum":
+            ent2 = softmax_entropy(logits2)
+            keep = s1 & (ent2.detach() < thr)
+            kept_queries = keep
+        else:  # the terms of S1's rows
+            ent2 = elementwise_entropy(logits2)
+            keep = s1.unsqueeze(1) & (ent2.detach() < thr)
+            kept_queries = keep.any(dim=1)
+        n2 = kept_queries.sum()
+        self._n2 = n2 if ok is True else torch.where(ok, n2, 0)
+        if self.empty_set == "zero":
+            self.update_only_if(n2 > 0)
+        loss2 = self.masked_mean(ent2, keep)
+        self.update_ema(loss2.detach(), valid=(n2 > 0) & ~loss2.isnan() & ok)
         return loss2
+
+    def update_ema(self, loss2: torch.Tensor, valid: torch.Tensor) -> None:
+        """Where ``valid``: ema <- L2 on the first such step, else m·ema + (1 − m)·L2, in float64 on the device (NaN =
+        none yet; the operations of the original's Python float arithmetic, in its order)."""
+        ema = self.ema
+        if ema is None:
+            ema = loss2.new_full((), math.nan, dtype=torch.float64)
+        elif not torch.is_tensor(ema) or ema.device != loss2.device:  # a number, or a checkpoint's CPU tensor
+            ema = torch.as_tensor(ema, dtype=torch.float64).to(loss2.device)
+        value = loss2.double()
+        blended = torch.where(ema.isnan(), value, self.ema_momentum * ema + (1 - self.ema_momentum) * value)
+        self.ema = torch.where(valid, blended, ema)
 
     def abandon_update(self) -> None:
         """A skipped step: θ back from θ + ε̂ exactly (no-op before the ascent)."""
@@ -201,22 +229,24 @@ class SARAdapter(GalleryEntropyAdapter):
             self.optimizer.restore()
 
     def after_step(self, step: int) -> None:
+        self.note("sar/s2", self._n2, of=self._first[2])
         self.maybe_recover()
 
     def maybe_recover(self) -> None:
-        """Step 6: reset to the initial state when the loss EMA falls below ``reset_threshold``."""
-        recovered = self.recovery and self.ema is not None and self.ema < self.reset_threshold
-        if recovered:
-            ema = self.ema
-            self.restore_initial()
-            if not self.clear_ema_on_reset:
-                self.ema = ema  # the original writes the pre-reset EMA back after reset()
-        self.note("sar/recoveries", int(recovered))
+        """Step 6: reset to the initial state when the loss EMA falls below ``reset_threshold`` (decided on the
+        device where the skip is: :meth:`~tta.adapters.base.OnlineAdapter.restore_snapshot`)."""
+        if not self.recovery or self.ema is None:
+            self.note("sar/recoveries", 0)
+        else:
+            recovered = self.ema < self.reset_threshold  # False for a NaN (no EMA yet)
+            self.restore_snapshot(only_if=recovered)  # the original writes the pre-reset EMA back after reset()
+            if self.clear_ema_on_reset:
+                self.ema = torch.where(recovered, math.nan, self.ema)
+            self.note("sar/recoveries", recovered.long())
         if self.ema is not None:
             self.counters["sar/ema"] = self.ema
 
-    def restore_initial(self) -> None:
-        """The model and optimiser back to their initial state (the reset snapshot), EMA cleared; unlike
-        :meth:`reset` (a shift boundary) it leaves a post-hoc refiner's bank alone."""
-        self.restore_snapshot()
-        self.reset_state()
+    def settle_history(self) -> None:
+        super().settle_history()
+        if isinstance(self.counters.get("sar/ema"), float) and math.isnan(self.counters["sar/ema"]):
+            del self.counters["sar/ema"]  # no EMA at the end (cleared, or never counted): no number to report

@@ -36,6 +36,7 @@ class SAM(torch.optim.Optimizer):
         super().__init__(params, {"rho": rho, "adaptive": adaptive})
         self.base = base
         self.param_groups = base.param_groups  # shared: learning-rate changes reach the base optimiser
+        self.state = base.state  # shared: the base's moments, per parameter
         self.rho, self.adaptive, self.eps = float(rho), bool(adaptive), float(eps)
         self._origin: dict[torch.Tensor, torch.Tensor] = {}
 
@@ -53,6 +54,19 @@ class SAM(torch.optim.Optimizer):
         if not norms:
             return torch.zeros(())
         return torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
+
+    @property
+    def found_inf(self) -> torch.Tensor | None:
+        """The base optimiser's ``found_inf`` (fused AdamW told it leaves everything as it was)."""
+        return getattr(self.base, "found_inf", None)
+
+    @found_inf.setter
+    def found_inf(self, value: torch.Tensor) -> None:
+        self.base.found_inf = value
+
+    @found_inf.deleter
+    def found_inf(self) -> None:
+        del self.base.found_inf
 
     @torch.no_grad()
     def first_step(self, zero_grad: bool = True) -> dict[torch.Tensor, torch.Tensor]:
@@ -109,4 +123,4 @@ class SAM(torch.optim.Optimizer):
     def load_state_dict(self, state_dict: dict) -> None:
         self._origin.clear()  # a pending perturbation is dropped: the caller restores the parameters itself
         self.base.load_state_dict(state_dict)
-        self.param_groups = self.base.param_groups
+        self.param_groups, self.state = self.base.param_groups, self.base.state
