@@ -219,9 +219,11 @@ def test_an_optimizer_state_loads_under_the_optimizer_s_own_implementation():
                    for p, w in zip(params, written_params, strict=True))
 
 
-#: EATA with every query in S1 and S2 (E0 = 3 nats > ln 8, no redundancy filter), so that its updates step
+#: EATA and SAR with every query in S1 and S2 (E0 = 3 nats and 2 ln 8 > ln 8; no redundancy filter), so that
+#: their updates step
 ON_CUDA = {"tent": (), "hatvtr": (), "eata": ("adapter.method.margin=abs", "adapter.method.margin_value=3.0",
-                                             "adapter.method.d_margin=2.0")}
+                                             "adapter.method.d_margin=2.0"),
+           "sar": ("adapter.method.margin_scale=2.0",)}
 
 
 @pytest.mark.gpu
