@@ -181,13 +181,13 @@ def make_fast_adapter(env: FastEnv, adapter: str, *overrides: str, model: Retrie
     return build_adapter(cfg, model if model is not None else copy_model(env.model), env.gallery, env.gt)
 
 
-def stream(adapter, batches: list[dict]) -> torch.Tensor:
+def stream(adapter, batches: list[dict], accelerator: str = "cpu") -> torch.Tensor:
     """Run the batches through ``Trainer(inference_mode=False).test`` as the runner does; return the new rows."""
     import lightning as L
     from torch.utils.data import DataLoader
 
     before = len(adapter.rows)
-    trainer = L.Trainer(accelerator="cpu", devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(accelerator=accelerator, devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
                         enable_model_summary=False, enable_progress_bar=False)
     trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
     return torch.cat(adapter.rows[before:])

@@ -28,16 +28,40 @@ def resume_point(run_dir: Path, cfg: DictConfig) -> tuple[int, dict | None]:
     file = run_dir / RESUME_FILE
     if not cfg.get("resume", True) or not file.exists():
         return 0, None
+    from tta.models.encode import accelerator_device
+
+    devices = cfg.trainer.get("devices")
+    device = accelerator_device(str(cfg.trainer.get("accelerator", "auto")),
+                                OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices)
     try:
-        blob = torch.load(file, map_location="cpu", weights_only=False)
+        blob = load_resume_file(file, device)
     except Exception as e:  # noqa: BLE001 - a torn or foreign file must not stop the run
         log.warning("%s is unreadable (%s); starting the stream from the beginning", file, e)
         return 0, None
     if not same_identity(blob.get("config") or {}, cfg):
         raise FileExistsError(f"{file} was written by another configuration; run with resume=false to start "
                               f"over in this directory, or give the run its own hydra.run.dir")
+    written = blob.get("device")
+    if written is not None and torch.device(written).type != torch.device(device).type:
+        raise FileExistsError(f"{file} was written by a run on {written}, and this run streams on {device}: the "
+                              f"state of its method lives on that device; resume with the trainer.accelerator it "
+                              f"ran with, or start over with resume=false")
     log.info("resuming from %s: %d batches already scored", file, blob["position"])
     return int(blob["position"]), blob["adapter"]
+
+
+def load_resume_file(file: Path, device: str) -> dict:
+    """A resume checkpoint with each tensor where the interrupted run kept it: one written on a GPU on this run's
+    ``device`` (the adapter's state and scores), one written on the CPU on the CPU (the RNG states, a memory placed
+    there by its option)."""
+    if torch.device(device).type != "cuda":
+        return torch.load(file, map_location="cpu", weights_only=False)
+    index = torch.device(device).index
+
+    def place(storage, location: str):
+        return storage.cuda(index) if location.startswith("cuda") else storage
+
+    return torch.load(file, map_location=place, weights_only=False)
 
 
 class ResumeFromState(L.Callback):
@@ -67,7 +91,8 @@ class CheckpointStream(L.Callback):
     def save(self, pl_module) -> int:
         """Write the state after the batches scored so far; return their number."""
         position = len(pl_module.history)
-        atomic_torch_save(self.file, {"position": position, "config": self.config, "adapter": pl_module.resume_state()})
+        atomic_torch_save(self.file, {"position": position, "config": self.config, "device": str(pl_module.device),
+                                      "adapter": pl_module.resume_state()})
         return position
 
 

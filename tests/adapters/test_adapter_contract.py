@@ -103,9 +103,9 @@ class _Resume(L.Callback):
         pl_module.load_resume_state(self.state)
 
 
-def _stream_resumed(adapter, state: dict, batches: list[dict]) -> torch.Tensor:
+def _stream_resumed(adapter, state: dict, batches: list[dict], accelerator: str = "cpu") -> torch.Tensor:
     before = len(state["attrs"]["rows"])
-    trainer = L.Trainer(accelerator="cpu", devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(accelerator=accelerator, devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
                         enable_model_summary=False, enable_progress_bar=False, callbacks=[_Resume(state)])
     trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
     return torch.cat(adapter.rows[before:])
@@ -133,6 +133,28 @@ def test_resume_after_two_batches_scores_the_third_bit_exactly(env3, name, tmp_p
     bare.setup("test")
     bare.load_resume_state(_round_trip(full, tmp_path))
     assert torch.equal(bare.scores()[0], full.scores()[0]) and len(bare.history) == 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", RESUMABLE)
+def test_a_stream_resumed_on_cuda_finds_its_state_on_the_device(env3, name, tmp_path):
+    """A checkpoint written on the GPU, read as the runner reads it (tta.callbacks.load_resume_file): the method's
+    memories and running values come back on the device, and the resumed batch scores as the uninterrupted one."""
+    from tta.callbacks import load_resume_file
+
+    full = make_adapter(env3, name)
+    uninterrupted = stream(full, env3.batches, accelerator="gpu")
+    first = make_adapter(env3, name)
+    stream(first, env3.batches[:2], accelerator="gpu")
+    torch.save(first.resume_state(), tmp_path / "resume.pt")
+    state = load_resume_file(tmp_path / "resume.pt", "cuda:0")
+    resumed = make_adapter(env3, name)
+    third = _stream_resumed(resumed, state, env3.batches[2:], accelerator="gpu").cpu()
+    expected = uninterrupted[-len(third):].cpu()
+    assert torch.allclose(third, expected, rtol=0, atol=1e-5), f"{name}: the resumed batch differs"
+    assert torch.equal(third.argmax(dim=1), expected.argmax(dim=1))
+    assert [h.batch for h in resumed.history] == [0, 1, 2]
 
 
 def test_only_declared_attributes_are_resume_state(env3):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from tests.conftest import tiny_overrides
 from tta.data.segments import SegmentBatchSampler
@@ -194,6 +195,10 @@ def test_resume_refuses_a_checkpoint_of_another_config(tiny_cache, tmp_path):
     cfg = compose("run", tiny_overrides(tiny_cache, "adapter=tent", "checkpoint_every=1", "batch_size=8"))
     torch.save({"position": 1, "config": {"seed": 1}, "adapter": {}}, tmp_path / "resume.pt")
     with pytest.raises(FileExistsError, match="written by another configuration"):
+        run(cfg, tmp_path)
+    mine = OmegaConf.to_container(cfg, resolve=True)  # this configuration, streamed on a GPU
+    torch.save({"position": 1, "config": mine, "device": "cuda:0", "adapter": {}}, tmp_path / "resume.pt")
+    with pytest.raises(FileExistsError, match="written by a run on cuda:0, and this run streams on cpu"):
         run(cfg, tmp_path)
     res = run(compose("run", tiny_overrides(tiny_cache, "adapter=tent", "batch_size=8", "resume=false")), tmp_path)
     assert res["time_s"]["resumed_at_batch"] == 0
