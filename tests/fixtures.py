@@ -187,7 +187,8 @@ def stream(adapter, batches: list[dict], accelerator: str = "cpu") -> torch.Tens
     from torch.utils.data import DataLoader
 
     before = len(adapter.rows)
-    trainer = L.Trainer(accelerator=accelerator, devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(accelerator=accelerator, devices=1, inference_mode=False, logger=False,
+                        enable_checkpointing=False,
                         enable_model_summary=False, enable_progress_bar=False)
     trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
     return torch.cat(adapter.rows[before:])

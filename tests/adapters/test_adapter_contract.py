@@ -105,7 +105,8 @@ class _Resume(L.Callback):
 
 def _stream_resumed(adapter, state: dict, batches: list[dict], accelerator: str = "cpu") -> torch.Tensor:
     before = len(state["attrs"]["rows"])
-    trainer = L.Trainer(accelerator=accelerator, devices=1, inference_mode=False, logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(accelerator=accelerator, devices=1, inference_mode=False, logger=False,
+                        enable_checkpointing=False,
                         enable_model_summary=False, enable_progress_bar=False, callbacks=[_Resume(state)])
     trainer.test(adapter, dataloaders=DataLoader(batches, batch_size=None), verbose=False)
     return torch.cat(adapter.rows[before:])

@@ -241,10 +241,11 @@ class OnlineAdapter(L.LightningModule):
         return None
 
     def update_only_if(self, condition: torch.Tensor) -> None:
-        """Called from :meth:`adapt_loss` (or :meth:`second_pass`): this step updates only if the device bool ``condition`` holds (a selection
-        that may come out empty, as EATA's S2), the loss returned being finite either way. A method selecting by
-        masks thus reads nothing back: where the skip is decided on the device, the condition joins the finite check
-        (a False is a skipped update, not a non-finite one); on the host it is read back, and False is a None loss."""
+        """Called from :meth:`adapt_loss` (or :meth:`second_pass`): this step updates only if the device bool
+        ``condition`` holds (a selection that may come out empty, as EATA's S2), the loss returned being finite either
+        way. A method selecting by masks thus reads nothing back: where the skip is decided on the device, the
+        condition joins the finite check (a False is a skipped update, not a non-finite one); on the host it is read
+        back, and False is a None loss."""
         self._step_condition = condition
 
     def abandon_update(self) -> None:
@@ -381,7 +382,8 @@ class OnlineAdapter(L.LightningModule):
         if kept is None or kept[0] is not self._snapshot or kept[1] != device:
             state = {i: {k: v.to(device) for k, v in entry.items() if torch.is_tensor(v)}
                      for i, entry in (self._snapshot["optim"] or {}).get("state", {}).items()}
-            kept = self._snapshot_copy = (self._snapshot, device, [p.to(device) for p in self._snapshot["params"]], state)
+            params = [p.to(device) for p in self._snapshot["params"]]
+            kept = self._snapshot_copy = (self._snapshot, device, params, state)
         return kept[2], kept[3]
 
     def reset(self) -> None:

@@ -188,9 +188,9 @@ class SARAdapter(GalleryEntropyAdapter):
         return self.masked_mean(entropies, s1)
 
     def second_pass(self, batch: dict, step: int) -> torch.Tensor:
-        """Steps 2-4: SAM ascent, L2 = mean_{S2} E'_i at θ + ε̂, the EMA (no update for an empty S2). Where the skip is
-        decided on the device this runs after every first pass: S2's count and the EMA then change only if the first
-        pass updates (:attr:`first_pass_done`); θ + ε̂ is transient (the step restores θ exactly)."""
+        """Steps 2-4: SAM ascent, L2 = mean_{S2} E'_i at θ + ε̂, the EMA (no update for an empty S2). Where the
+        skip is decided on the device this runs after every first pass: S2's count and the EMA then change only if
+        the first pass updates (:attr:`first_pass_done`); θ + ε̂ is transient (the step restores θ exactly)."""
         thr, s1, b = self._first
         ok = True if self.first_pass_done is None else self.first_pass_done  # None: called outside an update
         self.optimizer.first_step(zero_grad=True)
@@ -212,8 +212,8 @@ class SARAdapter(GalleryEntropyAdapter):
         return loss2
 
     def update_ema(self, loss2: torch.Tensor, valid: torch.Tensor) -> None:
-        """Where ``valid``: ema <- L2 on the first such step, else m·ema + (1 − m)·L2, in float64 on the device (NaN =
-        none yet; the operations of the original's Python float arithmetic, in its order)."""
+        """Where ``valid``: ema <- L2 on the first such step, else m·ema + (1 − m)·L2, in float64 on the device
+        (NaN = none yet; the operations of the original's Python float arithmetic, in its order)."""
         ema = self.ema
         if ema is None:
             ema = loss2.new_full((), math.nan, dtype=torch.float64)
