@@ -66,10 +66,10 @@ EXPECTED = {
     # SAR's S1 and S2 too, its second pass gated by the first's device answer, its recovery an element-wise restore
     "source": {}, "hsm": {}, "qbnorm": {}, "dsl": {}, "tent": {}, "read": {}, "hatvtr": {}, "tcr": {}, "eata": {},
     "sar": {},
-    # the method's own decision on the host:
-    # no-regret's guard: the skewness gain of the adapted bank over the reference bank and the top-1 agreement decide,
-    # on the host, which scores a batch returns and whether to roll back
-    "noregret": {"_occurrence_vector": 4, "k_occurrence": 4, "refine_scores": 1},
+    # the method's own decision on the host: no-regret's guard reads the skewness gain of the adapted bank over the
+    # reference bank and the top-1 agreement once a batch (they decide which scores it returns, whether to roll back
+    # and whether to stop adapting, which changes the banks and the next batch's work); the banks count on the device
+    "noregret": {"refine_scores": 1},
 }
 
 

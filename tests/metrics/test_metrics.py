@@ -295,6 +295,25 @@ def test_k_occurrence_ties_go_to_lower_index() -> None:
     np.testing.assert_array_equal(k_occurrence(sims, 5).numpy(), [2, 2, 2, 2, 2])
 
 
+def test_the_device_occurrence_and_skewness_are_the_host_metrics_and_rank_nan_last() -> None:
+    """What a stream keeps on its device (HSM banks' running counts, the guards' skewness) equals the reported
+    metrics: the counts exactly, the skewness to rounding (another summation order); a NaN score is never a
+    neighbour while finite ones are left, and a row still counts exactly k items."""
+    from tta.metrics.hubness import k_occurrence_on_device, occurrence_skewness
+
+    g = torch.Generator().manual_seed(0)
+    for q, num_g, k in ((40, 30, 5), (7, 12, 1), (2500, 50, 10)):
+        sims = torch.randn(q, num_g, generator=g)
+        sims[:, :3] = sims[:, 3:4]  # ties
+        occ = k_occurrence_on_device(sims, k)
+        assert torch.equal(occ, k_occurrence(sims, k))
+        host = hubness_from_occurrence(occ, k, q)["skewness"]
+        assert float(occurrence_skewness(occ, k, q)) == pytest.approx(host, rel=1e-12)
+    assert math.isnan(float(occurrence_skewness(torch.full((4,), 3), 2, 6)))  # all equal: NaN, as on the host
+    sims = torch.tensor([[float("nan"), 0.1, 0.9, 0.5], [float("nan")] * 4])
+    assert k_occurrence_on_device(sims, 2).tolist() == [1, 1, 1, 1]  # row 0: {2, 3}; row 1 (all NaN): {0, 1}
+
+
 def test_hubness_errors() -> None:
     sims = torch.randn(5, 4)
     with pytest.raises(ValueError, match="exceeds the gallery size"):

@@ -41,7 +41,7 @@ from tta.adapters.components.losses import (
 from tta.adapters.components.memory import ReliableMemory, RMConfig
 from tta.adapters.components.options import build_options
 from tta.adapters.components.profiling import Stopwatch
-from tta.metrics.hubness import hubness_from_occurrence
+from tta.metrics.hubness import occurrence_skewness
 from tta.utils.bounds import NON_NEGATIVE, POSITIVE, Int, Options, bound
 from tta.utils.device_values import ratio
 
@@ -336,7 +336,7 @@ class HATVTRAdapter(OnlineAdapter):
         if occ is None:
             return 1.0
         k = min(self.hsm.bank.track_k, occ[0].numel())  # the k the bank counted with
-        skew = hubness_from_occurrence(occ[0], k, occ[1])["skewness"]
+        skew = float(occurrence_skewness(occ[0], k, occ[1]))  # the gate's decision: one read of a batch
         skew = 0.0 if math.isnan(skew) else skew
         if self.gate_cfg.mode == "skip":
             return 1.0 if skew >= self.gate_cfg.threshold else 0.0

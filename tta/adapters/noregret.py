@@ -19,7 +19,6 @@ costs what ``adapter=hsm`` costs.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -29,7 +28,7 @@ from tta.adapters.base import BatchRecord
 from tta.adapters.components.hsm import HubnessSuppressionMemory
 from tta.adapters.components.options import build_options
 from tta.adapters.hatvtr import HATVTRAdapter
-from tta.metrics.hubness import hubness_from_occurrence
+from tta.metrics.hubness import occurrence_skewness
 from tta.utils.bounds import NON_NEGATIVE, UNIT, Int, Options, Real, bound
 
 
@@ -106,9 +105,10 @@ class NoRegretAdapter(HATVTRAdapter):
             return ref
         adapted = super().refine_scores(sims)
         self.seen += 1
-        agree = float((adapted.argmax(dim=1) == ref.argmax(dim=1)).float().mean())
+        agreement = (adapted.argmax(dim=1) == ref.argmax(dim=1)).float().mean()
+        gain = self.hubness_gain().to(agreement.device)  # a bank kept on the CPU by its option: a CPU value
+        agree, gain = torch.stack([agreement.double(), gain]).tolist()  # the guard's one read of a batch
         self.agree_ema = agree if self.agree_ema is None else (1 - self.guard.ema) * self.agree_ema + self.guard.ema * agree
-        gain = self.hubness_gain()
         ready = self.seen >= self.guard.warmup
         self.use_adapted = ready and gain >= self.guard.margin
         if self.record is not None:
@@ -121,11 +121,11 @@ class NoRegretAdapter(HATVTRAdapter):
         return ref
 
     # ------------------------------------------------------------------------------------------------ guard
-    def hubness_gain(self) -> float:
+    def hubness_gain(self) -> torch.Tensor:
         """Skewness of the reference bank's k-occurrence minus the adapted bank's, both over the newest blocks both
-        banks hold (the same queries, as many rows on each side); NaN counts as 0."""
+        banks hold (the same queries, as many rows on each side); NaN counts as 0. A float64 device value."""
         blocks = min(_blocks(self.ref), _blocks(self.hsm))
-        return _window_skewness(self.ref, blocks) - _window_skewness(self.hsm, blocks)
+        return _window_skewness(self.ref, blocks, self.gallery) - _window_skewness(self.hsm, blocks, self.gallery)
 
     def roll_back(self) -> None:
         """Back to the source LayerNorms and a fresh optimizer, adapted bank and memory; the reference bank stays."""
@@ -154,10 +154,12 @@ def _blocks(memory: HubnessSuppressionMemory) -> int:
     return 0 if memory.bank is None else len(memory.bank)
 
 
-def _window_skewness(memory: HubnessSuppressionMemory, blocks: int) -> float:
+def _window_skewness(memory: HubnessSuppressionMemory, blocks: int, like: torch.Tensor) -> torch.Tensor:
+    """The k-occurrence skewness of the bank's newest ``blocks`` blocks on their device (0 for none, or NaN); ``like``
+    gives the device of a zero."""
     window = None if memory.bank is None else memory.bank.recent_occurrence(blocks)
     if window is None or window[1] == 0:
-        return 0.0
+        return like.new_zeros((), dtype=torch.float64)
     occ, rows = window
-    skew = hubness_from_occurrence(occ, min(memory.bank.track_k, occ.numel()), rows)["skewness"]
-    return 0.0 if math.isnan(skew) else float(skew)
+    skew = occurrence_skewness(occ, min(memory.bank.track_k, occ.numel()), rows)
+    return torch.where(skew.isnan(), 0.0, skew)

@@ -163,11 +163,25 @@ def k_occurrence(sims: torch.Tensor, k: int) -> torch.Tensor:
         raise ValueError(f"sims must be a floating-point tensor, got dtype {sims.dtype}")
     if bool(torch.isnan(sims).any()):
         raise ValueError("sims contains NaN values")
-    k = _check_k(k, num_g)
-    counts = torch.zeros(num_g, dtype=torch.long, device=sims.device)
-    for start in range(0, num_q, _DEFAULT_CHUNK):
+    return k_occurrence_on_device(sims, _check_k(k, num_g)).cpu()
+
+
+def k_occurrence_on_device(sims: torch.Tensor, k: int) -> torch.Tensor:
+    """:func:`k_occurrence` on the scores' device, reading nothing back (a stream's running counts): unchecked, and a
+    NaN score ranks below every other, so that each row still counts exactly k items."""
+    sims = torch.where(sims.isnan(), -math.inf, sims)
+    counts = torch.zeros(sims.shape[1], dtype=torch.long, device=sims.device)
+    for start in range(0, sims.shape[0], _DEFAULT_CHUNK):
         counts += stable_topk_mask(sims[start : start + _DEFAULT_CHUNK], k).sum(dim=0)
-    return counts.cpu()
+    return counts
+
+
+def occurrence_skewness(occurrence: torch.Tensor, k: int, num_queries: int) -> torch.Tensor:
+    """The skewness of :func:`hubness_from_occurrence` as a float64 device value, reading nothing back (NaN when all
+    counts are equal): a stream's decision on hubness waits for nothing until it reads its answer."""
+    dev = occurrence.double() - k * num_queries / occurrence.numel()
+    m2, m3 = (dev**2).mean(), (dev**3).mean()
+    return torch.where(m2 > 0, m3 / m2**1.5, math.nan)
 
 
 def _std_normal_pdf(x: float) -> float:

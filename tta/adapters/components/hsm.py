@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import torch
 
-from tta.metrics.hubness import k_occurrence
+from tta.metrics.hubness import k_occurrence_on_device
 from tta.utils.bounds import POSITIVE, UNIT, Int, Options, Real, bound
 from tta.utils.device_values import ratio
 
@@ -149,7 +149,7 @@ class HSMBank(ABC):
         self._push(rows)
         self._sizes.append(rows.shape[0])
         if self.track_k:
-            occ = k_occurrence(rows.float(), min(self.track_k, rows.shape[1])).to(rows.device)
+            occ = k_occurrence_on_device(rows.float(), min(self.track_k, rows.shape[1]))
             self._occ_blocks.append(occ)
             self.occurrence = occ.clone() if self.occurrence is None else self.occurrence + occ
         while self.capacity is not None and len(self._sizes) > self.capacity:
