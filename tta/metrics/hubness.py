@@ -169,10 +169,10 @@ def k_occurrence(sims: torch.Tensor, k: int) -> torch.Tensor:
 def k_occurrence_on_device(sims: torch.Tensor, k: int) -> torch.Tensor:
     """:func:`k_occurrence` on the scores' device, reading nothing back (a stream's running counts): unchecked, and a
     NaN score ranks below every other, so that each row still counts exactly k items."""
-    sims = torch.where(sims.isnan(), -math.inf, sims)
     counts = torch.zeros(sims.shape[1], dtype=torch.long, device=sims.device)
     for start in range(0, sims.shape[0], _DEFAULT_CHUNK):
-        counts += stable_topk_mask(sims[start : start + _DEFAULT_CHUNK], k).sum(dim=0)
+        rows = sims[start : start + _DEFAULT_CHUNK]
+        counts += stable_topk_mask(torch.where(rows.isnan(), -math.inf, rows), k).sum(dim=0)
     return counts
 
 
