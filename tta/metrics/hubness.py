@@ -163,16 +163,24 @@ def k_occurrence(sims: torch.Tensor, k: int) -> torch.Tensor:
         raise ValueError(f"sims must be a floating-point tensor, got dtype {sims.dtype}")
     if bool(torch.isnan(sims).any()):
         raise ValueError("sims contains NaN values")
-    return k_occurrence_on_device(sims, _check_k(k, num_g)).cpu()
+    return _top_k_counts(sims, _check_k(k, num_g), nan_last=False).cpu()
 
 
 def k_occurrence_on_device(sims: torch.Tensor, k: int) -> torch.Tensor:
     """:func:`k_occurrence` on the scores' device, reading nothing back (a stream's running counts): unchecked, and a
     NaN score ranks below every other, so that each row still counts exactly k items."""
+    return _top_k_counts(sims, k, nan_last=True)
+
+
+def _top_k_counts(sims: torch.Tensor, k: int, nan_last: bool) -> torch.Tensor:
+    """(G,) counts of the stable top-k over row chunks; ``nan_last`` ranks NaN scores last (scores already checked
+    for NaN skip that pass)."""
     counts = torch.zeros(sims.shape[1], dtype=torch.long, device=sims.device)
     for start in range(0, sims.shape[0], _DEFAULT_CHUNK):
         rows = sims[start : start + _DEFAULT_CHUNK]
-        counts += stable_topk_mask(torch.where(rows.isnan(), -math.inf, rows), k).sum(dim=0)
+        if nan_last:
+            rows = torch.where(rows.isnan(), -math.inf, rows)
+        counts += stable_topk_mask(rows, k).sum(dim=0)
     return counts
 
 
