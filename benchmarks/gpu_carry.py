@@ -105,12 +105,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"working tree {tree / MIB:.1f} MiB; wheels {total / MIB:.1f} MiB in {len(calls)} calls of at most "
           f"{(CALL_LIMIT - tree - SPARE) / MIB:.1f} MiB each")
     out = args.out.resolve().relative_to(REPO) if args.out.resolve().is_relative_to(REPO) else args.out
+    stage = f"{commit_prefix()}bash benchmarks/gpu_session.sh"
     for i, names in enumerate(calls, 1):
         carry = ", ".join(f'"{out / name}"' for name in names)
-        then = " && bash benchmarks/gpu_session.sh <stage>" if i == len(calls) else ""
+        then = f" && {stage} <stage>" if i == len(calls) else ""
         print(f"call {i}: carry [{carry}], command: bash benchmarks/gpu_session.sh keep{then}")
-    print("then each further stage, carrying nothing: bash benchmarks/gpu_session.sh <tests | stream [args] | startup>")
+    print(f"then each further stage, carrying nothing: {stage} <tests | stream [args] | startup>")
     return 0
+
+
+def commit_prefix() -> str:
+    """``TTA_COMMIT=<commit> ``: the machine gets the files without their history, so the stages' results and rows
+    name the commit through it (tta.results.environment.git_revision); a note where the tree differs from it."""
+    from tta.results.environment import git_revision
+
+    rev = git_revision(REPO)
+    if rev is None:
+        return ""
+    if rev["dirty"]:
+        print("note: tracked files differ from HEAD: commit them first, or the stages' rows name a commit whose code "
+              "did not run")
+    return f"TTA_COMMIT={rev['commit'][:7]} "
 
 
 if __name__ == "__main__":

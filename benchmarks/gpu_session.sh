@@ -38,7 +38,8 @@ done < .whl-kept/SHA256SUMS
 export PYTHONPATH=/tmp/site:$PWD
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
   "$py" -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__)"
-  git rev-parse --short HEAD 2>/dev/null; date -u; } 2>&1 | tee "$out/machine.txt"
+  git rev-parse --short HEAD 2>/dev/null || echo "commit ${TTA_COMMIT:-unknown: set TTA_COMMIT} (TTA_COMMIT)"
+  date -u; } 2>&1 | tee "$out/machine.txt"
 case "$stage" in
   tests)
     "$py" -m pytest -m gpu -p no:xdist -rs -q 2>&1 | tee "$out/gpu-tests.log" ;;

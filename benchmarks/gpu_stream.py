@@ -47,7 +47,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -407,8 +406,9 @@ def stream_rows(args, extra: list[str], gpu: bool) -> list[dict]:
     timing.EXTRA_INSTRUMENTS.append(probe)
     rows = []
     work = Path(tempfile.mkdtemp(prefix="tta-gpu-stream-"))
-    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    print(f"{device}; torch {torch.__version__}; commit {rev.stdout.strip()}; {queries} queries; "
+    from tta.reporting.measurements import commit_label
+
+    print(f"{device}; torch {torch.__version__}; commit {commit_label()}; {queries} queries; "
           f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC", flush=True)
     with timed_backward(probe):
         for precision in precisions:

@@ -13,7 +13,7 @@ from tta.utils.config import compose
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_git_revision_of_a_clean_then_dirty_checkout_and_outside_one(tmp_path):
+def test_git_revision_of_a_clean_then_dirty_checkout_and_outside_one(tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
@@ -28,7 +28,11 @@ def test_git_revision_of_a_clean_then_dirty_checkout_and_outside_one(tmp_path):
     assert git_revision(repo) == {"commit": head, "dirty": True}
     outside = tmp_path / "plain"
     outside.mkdir()
+    monkeypatch.delenv("TTA_COMMIT", raising=False)
     assert git_revision(outside) is None
+    monkeypatch.setenv("TTA_COMMIT", "abc1234")  # a copy of the files alone, its commit named by whoever copied it
+    assert git_revision(outside) == {"commit": "abc1234", "dirty": None}
+    assert git_revision(repo)["commit"] == head  # a checkout's own history wins
 
 
 @pytest.mark.heavy  # imports open_clip and lightning for their versions

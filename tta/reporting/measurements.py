@@ -105,7 +105,7 @@ def measurement_tables(sources, title: str | None = None) -> list[MeasurementTab
     return tables
 
 
-def _git_commit() -> str:
+def commit_label() -> str:
     """HEAD, marked ``+uncommitted`` where tracked files differ from it (the rows' code is then not that commit);
     docs/results/ is output, not code: a tool that rewrites several committed row files records HEAD in each."""
     from tta.results.environment import git_revision
@@ -141,7 +141,7 @@ def write_measurements(path, columns: list, rows: list[dict], *, title: str | No
     command (default: this process's), commit, date (default: now, UTC) and machine (default :func:`machine_line`)."""
     header = {"header": "measurements", "title": title,
               "command": command or "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
-              "commit": _git_commit(), "date": date or utc_now(),
+              "commit": commit_label(), "date": date or utc_now(),
               "machine": machine or machine_line(), "columns": columns, "missing": missing,
               "before": list(before), "after": list(after), **extra}
     header = {k: v for k, v in header.items() if v not in (None, [])}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -63,22 +64,32 @@ def versions() -> dict[str, str]:
             "open_clip": open_clip, "hydra": hydra.__version__, "numpy": numpy.__version__}
 
 
+#: names the commit of a copy of the source that has no git history (a lent GPU machine gets the files alone)
+COMMIT_VARIABLE = "TTA_COMMIT"
+
+
 def git_revision(path: str | Path | None = None, exclude: tuple[str, ...] = ()) -> dict[str, Any] | None:
-    """``{"commit", "dirty"}`` of the git checkout holding ``path`` (default: this package's source); None outside
-    a checkout or without git. Dirty = tracked files differ from the commit (untracked files do not count), apart
-    from the ``exclude`` paths (relative to the checkout's root)."""
+    """``{"commit", "dirty"}`` of the git checkout holding ``path`` (default: this package's source). Dirty = tracked
+    files differ from the commit (untracked files do not count), apart from the ``exclude`` paths (relative to the
+    checkout's root). Outside a checkout or without git: the commit that ``$TTA_COMMIT`` names, dirty unknown (None),
+    or None without it."""
     import subprocess
 
     where = str(Path(path) if path else Path(__file__).resolve().parent)
     try:
         head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
         if head.returncode != 0:
-            return None
+            return _named_commit()
         status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no", "--", ":/",
                                  *(f":(top,exclude){p}" for p in exclude)], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return _named_commit()
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def _named_commit() -> dict[str, Any] | None:
+    named = os.environ.get(COMMIT_VARIABLE, "").strip()
+    return {"commit": named, "dirty": None} if named else None
 
 
 def device_name(accelerator: str = "auto") -> dict[str, str]:
