@@ -203,17 +203,23 @@ def main(argv: list[str] | None = None) -> dict:
         write_json(args.json, result)
         if args.rows:
             write_loader_rows(Path(args.rows).with_name(Path(args.rows).stem + "-loader.jsonl"), result["loader"])
-    if args.streams == "all":
-        result["streams"] = stream_rows(args, extra, gpu)
-        write_json(args.json, result)  # kept whatever the check does next
-        if args.rows:
-            write_stream_rows(args.rows, result["streams"])
-    if seeds != "none":
-        result["precision_check"] = precision_check(args, extra, gpu, seeds)
+
+    def keep_streams(rows: list[dict]) -> None:  # after each stream: a call stopped at its time limit keeps them
+        result["streams"] = rows
         write_json(args.json, result)
         if args.rows:
-            write_check_rows(Path(args.rows).with_name(Path(args.rows).stem + "-precision.jsonl"),
-                             result["precision_check"])
+            write_stream_rows(args.rows, rows)
+
+    def keep_checks(rows: list[dict]) -> None:
+        result["precision_check"] = rows
+        write_json(args.json, result)
+        if args.rows:
+            write_check_rows(Path(args.rows).with_name(Path(args.rows).stem + "-precision.jsonl"), rows)
+
+    if args.streams == "all":
+        stream_rows(args, extra, gpu, keep_streams)
+    if seeds != "none":
+        precision_check(args, extra, gpu, seeds, keep_checks)
     return result
 
 
@@ -374,8 +380,9 @@ def write_json(path: str | None, result: dict) -> None:
         Path(path).write_text(json.dumps(result, indent=1))
 
 
-def stream_rows(args, extra: list[str], gpu: bool) -> list[dict]:
-    """Each adapter's whole stream at each precision: a plain and a timed pass (the module docstring)."""
+def stream_rows(args, extra: list[str], gpu: bool, keep=lambda rows: None) -> list[dict]:
+    """Each adapter's whole stream at each precision: a plain and a timed pass (the module docstring); ``keep`` is
+    given the rows so far after each."""
     import torch
 
     from tta.data.registry import dataset_root
@@ -425,6 +432,7 @@ def stream_rows(args, extra: list[str], gpu: bool) -> list[dict]:
                 timed = one_stream(overrides, work / f"{name}-timed", sync=True)
                 rows.append(row(adapter, precision, plain, timed, syncs[0], flops, peak_key, device))
                 print(format_row(rows[-1]), flush=True)
+                keep(rows)
     print_table(rows)
     return rows
 
@@ -488,9 +496,10 @@ def precision_arms(gpu: bool, precisions: list[str]) -> list[tuple[str, list[str
     return arms
 
 
-def precision_check(args, extra: list[str], gpu: bool, seeds: str) -> list[dict]:
+def precision_check(args, extra: list[str], gpu: bool, seeds: str, keep=lambda rows: None) -> list[dict]:
     """The evidence for a GPU default precision (the module docstring); without a GPU, only the CPU's precisions
-    against its float32 (the device-against-CPU check needs a device)."""
+    against its float32 (the device-against-CPU check needs a device). ``keep`` is given the rows so far after each
+    adapter."""
     from tta.reporting.compare import QueryRanks, compare
 
     precisions = (args.precisions or "bf16-mixed").split(",")
@@ -519,6 +528,7 @@ def precision_check(args, extra: list[str], gpu: bool, seeds: str) -> list[dict]
         for r in found:
             print(check_line(r), flush=True)
         rows += found
+        keep(rows)
     return rows
 
 
