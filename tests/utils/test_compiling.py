@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tta.utils.compiling import compiled_or_eager
@@ -76,18 +77,43 @@ def test_a_real_compile_of_an_updating_run_gives_the_eager_recalls(tiny_cache, t
     """torch.compile itself (inductor and the C++ compiler, no mock) on Tent's stream: gradients flow through the
     compiled encoder, nothing falls back, and the recalls are the eager run's (kernels may round differently, so the
     scores are compared within a tolerance, the ranks exactly)."""
+    eager, compiled = assert_compiled_stream_matches("tent", "cpu", "true", tiny_cache, tmp_path, caplog)
+    assert compiled["config"]["compile"] is True
+    assert compiled["retrieval"] == eager["retrieval"]
+
+#: the updating methods whose query encoder the compiled graph serves in their adaptation step (SAR: two passes)
+UPDATING = ("tent", "eata", "sar", "read", "tcr", "hatvtr")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("adapter", UPDATING)
+def test_reduce_overhead_on_cuda_streams_as_eager_does(adapter, tiny_cache, tmp_path, caplog):
+    """``compile=reduce-overhead`` on a GPU replays the encoder as CUDA graphs, whose outputs live in memory the next
+    replay reuses: every updating method streams through it without falling back, and gives the eager GPU run's
+    recalls (its scores within a tolerance: compiled kernels round differently)."""
+    assert_compiled_stream_matches(adapter, "gpu", "reduce-overhead", tiny_cache, tmp_path, caplog)
+
+
+def assert_compiled_stream_matches(adapter: str, accelerator: str, mode: str, cache, tmp_path, caplog):
+    """``adapter``'s tiny stream with ``compile=<mode>`` against the same stream eager, both on ``accelerator``:
+    nothing falls back, it updates, its scores agree within 2e-3 and its recalls within one query; (eager,
+    compiled) results."""
     from tests.conftest import tiny_overrides
     from tta.run import run
     from tta.utils.config import compose
 
-    def go(compiled: bool):
-        extra = ("adapter=tent", "shift=gaussian", "shift.severity=5", "save.sims=true", "skip_complete=false",
-                 "resume=false", f"compile={str(compiled).lower()}")
-        return run(compose("run", tiny_overrides(tiny_cache, *extra)), tmp_path / str(compiled)), \
-            torch.load(tmp_path / str(compiled) / "sims.pt").float()
+    def go(compile_value: str):
+        extra = (f"adapter={adapter}", "shift=gaussian", "shift.severity=5", "save.sims=true", "skip_complete=false",
+                 "resume=false", f"trainer.accelerator={accelerator}", f"compile={compile_value}")
+        out = tmp_path / compile_value
+        return run(compose("run", tiny_overrides(cache, *extra)), out), torch.load(out / "sims.pt").float()
 
-    (eager, sims_e), (compiled, sims_c) = go(False), go(True)
-    assert "eagerly" not in caplog.text
-    assert compiled["config"]["compile"] is True and compiled["counters"]["updates"] > 0
-    assert compiled["retrieval"] == eager["retrieval"]
-    assert torch.allclose(sims_c, sims_e, atol=2e-3)
+    (eager, sims_e), (compiled, sims_c) = go("false"), go(mode)
+    assert "eagerly" not in caplog.text, f"{adapter}: the compiled encoder fell back to eager"
+    assert compiled["counters"]["updates"] > 0
+    assert torch.allclose(sims_c, sims_e, atol=2e-3), f"{adapter}: scores differ by {(sims_c - sims_e).abs().max()}"
+    queries = compiled["num_queries"]
+    for metric in ("R@1", "R@5"):  # within one query of the eager run
+        assert abs(compiled["retrieval"][metric] - eager["retrieval"][metric]) <= 100 / queries + 1e-9, metric
+    return eager, compiled
