@@ -36,7 +36,7 @@ interval spanning zero), from the runs' per-query ranks.
 ``--loader`` measures the query loader alone (no model), the floor of any stream on a fast card: the same test
 videos, shift and batches at 224 px, with the CLIP transform in the loader workers (``transform_device=loader``)
 and on the device after the copy (``model``), interleaved over ``--rounds``. Per mode: the ms per query the loader
-delivers (the main process waiting for batches, copying and transforming them), the workers' item ms per video,
+delivers (the main process waiting for batches, copying and transforming them), the workers' item ms per video (and the same item timed in one process on one thread: the workers' own cost, without core sharing),
 the MB per batch that cross from the workers to the device, and the transform's ms per batch.
 """
 
@@ -259,10 +259,12 @@ def write_loader_rows(path: Path, rows: list[dict]) -> None:
     from tta.reporting.measurements import write_measurements
 
     columns = [{"name": "transform"}, {"name": "device"}, {"name": "workers", "format": "{:d}", "align": "right"},
-               _num("ms/query"), _num("worker ms/video"), _num("MB/batch", "{:.1f}"), _num("transform ms/batch"),
+               _num("ms/query"), _num("worker ms/video"), _num("item ms/video, one process"), _num("MB/batch", "{:.1f}"),
+               _num("transform ms/batch"),
                {"name": "rounds (ms/query)"}]
     cells = [{"cells": {"transform": r["transform_device"], "device": r["device"], "workers": r["workers"],
                         "ms/query": r["ms_per_query"], "worker ms/video": r["worker_ms_per_video"],
+                        "item ms/video, one process": r["item_ms_alone"],
                         "MB/batch": r["mb_per_batch"],
                         "transform ms/batch": r["transform_ms_per_batch"],
                         "rounds (ms/query)": ", ".join(f"{x:.2f}" for x in r["rounds_ms_per_query"])},
@@ -286,6 +288,7 @@ def loader_rows(args, extra: list[str], gpu: bool) -> list[dict]:
     workers = args.workers if args.workers is not None else loader_workers("auto", "cpu", "cpu")
     device = torch.device("cuda" if gpu else "cpu")
     frames = loader_frames(cfg, cache, pairs, workers)
+    alone = {mode: item_ms(cfg, pairs, frames, mode) for mode in ("loader", "model")}
     found: dict[str, list[dict]] = {"loader": [], "model": []}
     for _ in range(args.rounds):
         for mode in found:
@@ -295,10 +298,11 @@ def loader_rows(args, extra: list[str], gpu: bool) -> list[dict]:
         ms = [p["ms_per_query"] for p in passes]
         best = passes[ms.index(statistics.median_low(ms))]
         rows.append({**best, "transform_device": mode, "device": card()[0], "workers": workers, "queries": len(pairs),
-                     "rounds_ms_per_query": ms})
+                     "rounds_ms_per_query": ms, "item_ms_alone": alone[mode]})
         print(f"loader alone, transform on the {mode if mode == 'model' else 'loader workers'} ({device}, {workers} "
               f"workers, {len(pairs)} queries): {best['ms_per_query']:.2f} ms/query (rounds "
-              f"{', '.join(f'{x:.2f}' for x in ms)}); workers {best['worker_ms_per_video']:.2f} ms/video; "
+              f"{', '.join(f'{x:.2f}' for x in ms)}); workers {best['worker_ms_per_video']:.2f} ms/video "
+              f"({alone[mode]:.2f} in one process, one thread); "
               f"{best['mb_per_batch']:.1f} MB/batch from the workers to the device; transform "
               f"{best['transform_ms_per_batch']:.2f} ms/batch", flush=True)
     return rows
@@ -327,6 +331,29 @@ def loader_frames(cfg, cache: Path, pairs: list, workers: int):
     for p in pairs:  # the frame counts known before the workers fork, as a run's screen leaves them: no worker
         frames.indices(p.video_path)  # opens a container to count them (docs/results/hatvtr-runtime.md)
     return frames
+
+
+def item_ms(cfg, pairs: list, frames, mode: str) -> float:
+    """ms per query video of the loader's item (read, perturb, measure, and in ``loader`` mode transform) in this
+    process on one thread: a worker's own cost, without the other processes it shares the cores with."""
+    import time
+
+    import torch
+
+    from tta.data.stream import ShiftSpec, VideoItems
+
+    items = VideoItems(pairs, frames, 224, ShiftSpec(cfg.shift.name, int(cfg.shift.severity), int(cfg.seed)),
+                       native=mode == "model")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a loader worker
+    try:
+        items[0]  # first-use costs
+        start = time.perf_counter()
+        for i in range(len(items)):
+            items[i]
+        return 1000 * (time.perf_counter() - start) / len(items)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def loader_pass(cfg, pairs: list, frames, mode: str, workers: int, device) -> dict:
