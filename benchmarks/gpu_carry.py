@@ -24,6 +24,8 @@ MIB = 1024 * 1024
 CALL_LIMIT = 64 * MIB
 #: kept free in every call: the tree may grow a little between planning and the session
 SPARE = MIB
+#: paths one device call may carry (the tool's ``carry`` takes at most 8)
+CALL_PATHS = 8
 SUMS = "SHA256SUMS"
 
 
@@ -54,14 +56,16 @@ def cut(wheel: Path, piece: int, out: Path) -> list[Path]:
     return paths
 
 
-def plan_calls(sizes: dict[str, int], budget: int) -> list[list[str]]:
-    """Names packed into calls of at most ``budget`` bytes each (first-fit decreasing; ties keep the given order)."""
+def plan_calls(sizes: dict[str, int], budget: int, paths: int = CALL_PATHS) -> list[list[str]]:
+    """Names packed into calls of at most ``budget`` bytes and ``paths`` names each (first-fit decreasing; ties keep
+    the given order)."""
     calls: list[tuple[int, list[str]]] = []
     for name, size in sorted(sizes.items(), key=lambda item: -item[1]):
         if size > budget:
             raise ValueError(f"{name} ({size} bytes) is larger than what a call can carry beside the tree "
                              f"({budget} bytes)")
-        slot = next((i for i, (used, _) in enumerate(calls) if used + size <= budget), None)
+        slot = next((i for i, (used, names) in enumerate(calls) if used + size <= budget and len(names) < paths),
+                    None)
         if slot is None:
             calls.append((size, [name]))
         else:

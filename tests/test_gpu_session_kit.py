@@ -100,6 +100,8 @@ def test_calls_are_packed_within_their_budget_each_piece_once():
     assert len(calls) == 3  # 201 bytes need three calls of 100
     with pytest.raises(ValueError, match="larger than what a call can carry"):
         plan_calls({"huge": 101}, budget=100)
+    small = {f"w{i}": 1 for i in range(20)}  # the device tool carries at most 8 paths a call
+    assert [len(call) for call in plan_calls(small, budget=100)] == [8, 8, 4]
 
 
 def test_a_tree_that_leaves_no_room_for_the_wheels_is_refused(tmp_path):
