@@ -117,3 +117,18 @@ def assert_compiled_stream_matches(adapter: str, accelerator: str, mode: str, ca
     for metric in ("R@1", "R@5"):  # within one query of the eager run
         assert abs(compiled["retrieval"][metric] - eager["retrieval"][metric]) <= 100 / queries + 1e-9, metric
     return eager, compiled
+
+
+def test_outputs_of_a_replayed_mode_are_the_callers_own(monkeypatch):
+    """Under ``reduce-overhead`` (CUDA graphs) the compiled outputs are cloned on CUDA, so that a kept output is not
+    the buffer the next replay writes; CPU tensors and other modes are handed back as they come."""
+    buffer = torch.zeros(3)
+    monkeypatch.setattr(torch, "compile", lambda fn, mode="default": (lambda *a: buffer))
+    for mode in ("default", "reduce-overhead"):
+        assert compiled_or_eager(_double, "double", mode)(torch.ones(3)) is buffer  # on the CPU: no graph to replay
+    cloned = []
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))  # stands for a CUDA output
+    monkeypatch.setattr(torch.Tensor, "clone", lambda self: cloned.append(self) or self + 0)
+    out = compiled_or_eager(_double, "double", "reduce-overhead")(torch.ones(3))
+    assert out is not buffer and torch.equal(out, buffer) and cloned == [buffer]
+    assert compiled_or_eager(_double, "double", "default")(torch.ones(3)) is buffer

@@ -37,13 +37,15 @@ def compiled_or_eager(fn: Callable, name: str, mode: str = "default") -> Callabl
         log.warning("torch.compile of %s is not available (%s: %s); running it eagerly", name, type(e).__name__, e)
         return fn
     current = [compiled]
+    owned = mode in REPLAYED_MODES
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         if current[0] is fn:
             return fn(*args, **kwargs)
         try:
-            return current[0](*args, **kwargs)
+            out = current[0](*args, **kwargs)
+            return _own_copies(out) if owned else out
         except Exception as e:  # noqa: BLE001 - any compiler or runtime failure of the compiled code
             log.warning("torch.compile of %s failed (%s: %s); running it eagerly from now on", name,
                         type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
@@ -52,3 +54,16 @@ def compiled_or_eager(fn: Callable, name: str, mode: str = "default") -> Callabl
 
     call.eager = lambda: current[0] is fn  # whether it fell back (tests, benchmarks)
     return call
+
+
+#: modes whose compiled code is replayed as CUDA graphs: their outputs live in memory that the next replay overwrites
+REPLAYED_MODES = ("reduce-overhead",)
+
+
+def _own_copies(out):
+    """``out`` with each CUDA tensor cloned (autograd flows through the clone): a method may keep a forward's output
+    past the next forward (a memory, the last step's scores), which would read an overwritten CUDA-graph buffer."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) and t.is_cuda else t, out)
