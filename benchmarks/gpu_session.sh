@@ -25,7 +25,7 @@ rm -rf "$joined" && mkdir -p "$joined/wheels"
 while read -r sum name; do  # the bundles benchmarks/gpu_carry.py made: required.tar, optional.tar
   n=$(ls .whl-kept/"$name".part-* 2>/dev/null | wc -l)
   if [ "$n" = 0 ] && [ "$name" = optional.tar ]; then
-    echo "note: the optional bundle was not carried; what needs it (the precision check) is skipped"; continue
+    echo "note: the optional bundle was not carried; what needs the embedded text trunk (the precision check, the GPU tests on the tiny benchmark) is skipped"; continue
   fi
   cat .whl-kept/"$name".part-* > "$joined/$name" 2>/dev/null
   echo "$sum  $joined/$name" | sha256sum -c --status || fail "the $n piece(s) of $name in .whl-kept/ do not join into it: carry the missing ones with a keep call"

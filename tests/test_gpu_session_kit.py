@@ -91,7 +91,7 @@ def test_a_session_that_stops_after_the_required_calls_installs_them_and_says_wh
     calls = _planned(tmp_path)
     _carry(tmp_path, calls[:2])
     out = _session(tmp_path, "tests")
-    assert "note: the optional bundle was not carried; what needs it (the precision check) is skipped" in out.stdout
+    assert "note: the optional bundle was not carried; what needs the embedded text trunk" in out.stdout
     assert _one_error_line(out) == "error: installing the carried wheels failed (see above)"  # the stub's answer
     assert _installed(tmp_path) == sorted([AV, DECORD])
 
