@@ -6,8 +6,8 @@ working tree (docs/testing.md, "On a lent GPU: the session kit").
 A device call carries the working tree (tracked files and untracked ones git does not ignore) and at most eight
 paths it names, 64 MiB together. The wheels go into two tar bundles: ``required.tar`` (what every stage needs) and
 ``optional.tar`` (``--optional``: what only some checks need), each cut into as few equal pieces as fit what a call
-carries beside today's tree (less a MiB to spare). The required pieces come first in the plan, so a session short of
-time can stop after them; the bundles' SHA-256 sums (``SHA256SUMS``) travel with the first call, and
+carries beside today's tree (less a MiB to spare). The required pieces come first in the plan, so that stages can
+run before the optional ones are carried (or without them); the bundles' SHA-256 sums (``SHA256SUMS``) travel with the first call, and
 benchmarks/gpu_session.sh checks them after joining the pieces there. A measurement aid, not a test.
 """
 
@@ -144,12 +144,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{(CALL_LIMIT - tree - SPARE) / MIB:.1f} MiB each")
     out = args.out.resolve().relative_to(REPO) if args.out.resolve().is_relative_to(REPO) else args.out
     stage = f"{commit_prefix()}bash benchmarks/gpu_session.sh"
-    for i, names in enumerate(calls, 1):
+    optional = [OPTIONAL in names[0] for names in calls]
+    for i, names in enumerate(calls):
         carry = ", ".join(f'"{out / name}"' for name in names)
-        then = f" && {stage} <stage>" if i == len(calls) else ""
-        what = " (the optional bundle: a session short of time may stop before it)" if OPTIONAL in names[0] else ""
-        print(f"call {i}: carry [{carry}], command: bash benchmarks/gpu_session.sh keep{then}{what}")
-    print(f"then each further stage, carrying nothing: {stage} <tests | stream [args] | startup>")
+        last_of_bundle = i + 1 == len(calls) or optional[i + 1] != optional[i]
+        then = f" && {stage} <stage>" if last_of_bundle else ""
+        what = " (the optional bundle)" if optional[i] else ""
+        print(f"call {i + 1}: carry [{carry}], command: bash benchmarks/gpu_session.sh keep{then}{what}")
+    print(f"other stages, carrying nothing: {stage} <tests | stream [args] | startup>; the stages can run between the "
+          f"bundles (docs/testing.md has a plan)")
     return 0
 
 

@@ -4,8 +4,8 @@
 #   keep     copy the carried pieces (.whl-big/) to .whl-kept/, which stays while the machine is warm; the last
 #            keep call goes on to a stage in the same command (keep && <stage>)
 #   tests    the GPU tier (pytest -m gpu, one process)
-#   stream   benchmarks/finite_check.py on the device, then benchmarks/gpu_stream.py --loader (the rest of the
-#            arguments go to it, e.g. --precisions bf16-mixed)
+#   stream   benchmarks/finite_check.py on the device, then benchmarks/gpu_stream.py with the rest of the
+#            arguments (e.g. --loader --precisions bf16-mixed --precision-check none)
 #   startup  benchmarks/startup.py on the GPU run of docs/results/hatvtr-runtime.md (ViT-B/32, the embedded test set)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +43,7 @@ case "$stage" in
     "$py" -m pytest -m gpu -p no:xdist -rs -q 2>&1 | tee "$out/gpu-tests.log" ;;
   stream)
     "$py" benchmarks/finite_check.py --device cuda 2>&1 | tee "$out/finite-check.log"
-    "$py" benchmarks/gpu_stream.py --loader --json "$out/gpu-stream.json" --rows "$out/gpu-stream.jsonl" "$@" 2>&1 \
+    "$py" benchmarks/gpu_stream.py --json "$out/gpu-stream.json" --rows "$out/gpu-stream.jsonl" "$@" 2>&1 \
       | tee "$out/gpu-stream.log" ;;
   startup)
     root=$("$py" -c "from tta.data.registry import dataset_root; from tta.utils.config import compose
