@@ -7,8 +7,9 @@ A device call carries the working tree (tracked files and untracked ones git doe
 paths it names, 64 MiB together. The wheels go into two tar bundles: ``required.tar`` (what every stage needs) and
 ``optional.tar`` (``--optional``: what only some checks need), each cut into as few equal pieces as fit what a call
 carries beside today's tree (less a MiB to spare). The required pieces come first in the plan, so that stages can
-run before the optional ones are carried (or without them); the bundles' SHA-256 sums (``SHA256SUMS``) travel with the first call, and
-benchmarks/gpu_session.sh checks them after joining the pieces there. A measurement aid, not a test.
+run before the optional ones are carried (or without them); the bundles' SHA-256 sums (``SHA256SUMS``) travel with
+the first call, and benchmarks/gpu_session.sh checks them after joining the pieces there. A measurement aid, not a
+test.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def prepare(required: list[Path], optional: list[Path], out: Path, tree: int,
     the required bundle's first (the sums in the first call), then the optional one's."""
     budget = limit - tree - SPARE
     if budget < MIB:
-        raise ValueError(f"the working tree ({tree / MIB:.1f} MiB) leaves under a MiB of a call's {limit / MIB:.0f} MiB "
-                         "for the wheels: commit or ignore less")
+        raise ValueError(f"the working tree ({tree / MIB:.1f} MiB) leaves under a MiB of a call's "
+                         f"{limit / MIB:.0f} MiB for the wheels: commit or ignore less")
     out.mkdir(parents=True, exist_ok=True)
     bundles = [bundle(wheels, out / name) for name, wheels in ((REQUIRED, required), (OPTIONAL, optional)) if wheels]
     sums = "".join(f"{hashlib.sha256(b.read_bytes()).hexdigest()}  {b.name}\n" for b in bundles)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # There, on a lent GPU machine: join and install the wheels carried as pieces of two bundles (benchmarks/gpu_carry.py
-# plans the calls), then run one stage, its logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session kit"). Stages:
+# plans the calls), then run one stage, its logs and rows under $OUT (docs/testing.md, "On a lent GPU: the session
+# kit"). Stages:
 #   keep     copy the carried pieces (.whl-big/) to .whl-kept/, which stays while the machine is warm; the last
 #            keep call goes on to a stage in the same command (keep && <stage>)
 #   tests    the GPU tier (pytest -m gpu, one process)
@@ -25,7 +26,9 @@ rm -rf "$joined" && mkdir -p "$joined/wheels"
 while read -r sum name; do  # the bundles benchmarks/gpu_carry.py made: required.tar, optional.tar
   n=$(ls .whl-kept/"$name".part-* 2>/dev/null | wc -l)
   if [ "$n" = 0 ] && [ "$name" = optional.tar ]; then
-    echo "note: the optional bundle was not carried; what needs the embedded text trunk (the precision check, the GPU tests on the tiny benchmark) is skipped"; continue
+    echo "note: the optional bundle was not carried; what needs the embedded text trunk (the precision check," \
+      "the GPU tests on the tiny benchmark) is skipped"
+    continue
   fi
   cat .whl-kept/"$name".part-* > "$joined/$name" 2>/dev/null
   echo "$sum  $joined/$name" | sha256sum -c --status || fail "the $n piece(s) of $name in .whl-kept/ do not join into it: carry the missing ones with a keep call"

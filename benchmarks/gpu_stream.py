@@ -36,8 +36,9 @@ interval spanning zero), from the runs' per-query ranks.
 ``--loader`` measures the query loader alone (no model), the floor of any stream on a fast card: the same test
 videos, shift and batches at 224 px, with the CLIP transform in the loader workers (``transform_device=loader``)
 and on the device after the copy (``model``), interleaved over ``--rounds``. Per mode: the ms per query the loader
-delivers (the main process waiting for batches, copying and transforming them), the workers' item ms per video (and the same item timed in one process on one thread: the workers' own cost, without core sharing),
-the MB per batch that cross from the workers to the device, and the transform's ms per batch.
+delivers (the main process waiting for batches, copying and transforming them), the workers' item ms per video
+(and the same item timed in one process on one thread: the workers' own cost, without core sharing), the MB per
+batch that cross from the workers to the device, and the transform's ms per batch.
 """
 
 from __future__ import annotations
@@ -259,9 +260,8 @@ def write_loader_rows(path: Path, rows: list[dict]) -> None:
     from tta.reporting.measurements import write_measurements
 
     columns = [{"name": "transform"}, {"name": "device"}, {"name": "workers", "format": "{:d}", "align": "right"},
-               _num("ms/query"), _num("worker ms/video"), _num("item ms/video, one process"), _num("MB/batch", "{:.1f}"),
-               _num("transform ms/batch"),
-               {"name": "rounds (ms/query)"}]
+               _num("ms/query"), _num("worker ms/video"), _num("item ms/video, one process"),
+               _num("MB/batch", "{:.1f}"), _num("transform ms/batch"), {"name": "rounds (ms/query)"}]
     cells = [{"cells": {"transform": r["transform_device"], "device": r["device"], "workers": r["workers"],
                         "ms/query": r["ms_per_query"], "worker ms/video": r["worker_ms_per_video"],
                         "item ms/video, one process": r["item_ms_alone"],
@@ -413,6 +413,7 @@ def stream_rows(args, extra: list[str], gpu: bool, keep=lambda rows: None) -> li
     import torch
 
     from tta.data.registry import dataset_root
+    from tta.reporting.measurements import commit_label
     from tta.utils import timing
     from tta.utils.config import compose
     from tta.utils.paths import cache_root
@@ -440,8 +441,6 @@ def stream_rows(args, extra: list[str], gpu: bool, keep=lambda rows: None) -> li
     timing.EXTRA_INSTRUMENTS.append(probe)
     rows = []
     work = Path(tempfile.mkdtemp(prefix="tta-gpu-stream-"))
-    from tta.reporting.measurements import commit_label
-
     print(f"{device}; torch {torch.__version__}; commit {commit_label()}; {queries} queries; "
           f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC", flush=True)
     with timed_backward(probe):

@@ -81,6 +81,7 @@ def test_a_real_compile_of_an_updating_run_gives_the_eager_recalls(tiny_cache, t
     assert compiled["config"]["compile"] is True
     assert compiled["retrieval"] == eager["retrieval"]
 
+
 #: the updating methods whose query encoder the compiled graph serves in their adaptation step (SAR: two passes)
 UPDATING = ("tent", "eata", "sar", "read", "tcr", "hatvtr")
 
