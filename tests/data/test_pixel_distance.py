@@ -34,9 +34,3 @@ def test_a_clip_of_another_size_has_no_distance_and_floats_are_refused():
     with pytest.raises(TypeError, match="uint8"):
         pixel_distance(a.float(), b.float())
 
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_clips_on_the_gpu_give_the_same_distance():
-    a, b = _clips()
-    assert pixel_distance(a.cuda(), b.cuda()) == pixel_distance(a, b)

@@ -214,7 +214,8 @@ class VideoItems(Dataset):
 
 
 def pixel_distance(clean: torch.Tensor, shifted: torch.Tensor) -> float:
-    """Mean absolute difference of two uint8 clips in [0, 1]; NaN when a shift changed the frame size.
+    """Mean absolute difference of two uint8 clips on the CPU (the frame cache's and :meth:`ShiftSpec.native`'s) in
+    [0, 1]; NaN when a shift changed the frame size.
 
     |a - b| is max - min, which stays in uint8, and the sum is exact in int64: a loader worker pays it for every
     query video, and float copies of a native-size clip cost several times more (docs/results/shift-speed.md)."""
@@ -222,9 +223,6 @@ def pixel_distance(clean: torch.Tensor, shifted: torch.Tensor) -> float:
         return float("nan")
     if clean.dtype != torch.uint8 or shifted.dtype != torch.uint8:
         raise TypeError(f"pixel_distance takes uint8 clips, got {clean.dtype} and {shifted.dtype}")
-    if clean.is_cuda or shifted.is_cuda:
-        diff = torch.maximum(clean, shifted) - torch.minimum(clean, shifted)
-        return int(diff.sum(dtype=torch.int64)) / diff.numel() / 255.0
     a, b = clean.numpy(), shifted.numpy()
     diff = np.maximum(a, b)
     diff -= np.minimum(a, b)
