@@ -247,11 +247,12 @@ def write_check_rows(path: Path, rows: list[dict]) -> None:
     from tta.reporting.measurements import write_measurements
 
     columns = [{"name": "adapter"}, {"name": "arm"}, {"name": "against"}, {"name": "R@1 difference"},
-               {"name": "goal"}, {"name": "met"}]
+               {"name": "queries hit differently, per seed"}, {"name": "goal"}, {"name": "met"}]
     cells = [{"cells": {"adapter": r["adapter"], "arm": r["arm"], "against": r["against"],
                         "R@1 difference": (f"{r['net_queries']} queries (seeds {r['seeds']})" if "net_queries" in r
                                            else f"{r['diff']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}], seeds "
                                                 f"{r['seeds']}"),
+                        "queries hit differently, per seed": ", ".join(map(str, r["queries_differing"])),
                         "goal": r["goal"], "met": "yes" if r["met"] else "no"}} for r in rows]
     write_measurements(path, columns, cells, title="Precision check: R@1 against the float32 reference")
 
@@ -554,6 +555,7 @@ def precision_check(args, extra: list[str], gpu: bool, seeds: str, keep=lambda r
             c = compare(ranks[name], ranks[reference], "R@1", seed_list, seed_list)
             found.append({"adapter": adapter, "arm": name, "against": reference, "diff": c.diff, "low": c.low,
                           "high": c.high, "mark": c.mark, "queries": c.queries, "seeds": seed_list,
+                          "queries_differing": hits_differing(ranks[name], ranks[reference]),
                           "goal": "a tie (interval spans 0)", "met": c.mark == "tie"})
         for r in found:
             print(check_line(r), flush=True)
@@ -562,9 +564,14 @@ def precision_check(args, extra: list[str], gpu: bool, seeds: str, keep=lambda r
     return rows
 
 
+def hits_differing(arm: list, against: list) -> list[int]:
+    """Per seed, the queries whose R@1 hit differs between two arms (a tie can hide many that cancel)."""
+    return [int(((a.hits("R@1") > 0) != (b.hits("R@1") > 0)).sum()) for a, b in zip(arm, against, strict=True)]
+
+
 def device_against_cpu(adapter: str, device: list, cpu: list, seeds: list[int]) -> dict:
     """Per seed, the queries whose R@1 hit differs and the net difference in queries (goal: at most one)."""
-    differing = [int(((d.hits("R@1") > 0) != (c.hits("R@1") > 0)).sum()) for d, c in zip(device, cpu, strict=True)]
+    differing = hits_differing(device, cpu)
     net = [int(round((d.hits("R@1").sum() - c.hits("R@1").sum()) / 100)) for d, c in zip(device, cpu, strict=True)]
     return {"adapter": adapter, "arm": "gpu 32-true", "against": "cpu 32-true", "seeds": seeds,
             "queries_differing": differing, "net_queries": net, "goal": "R@1 within one query, each seed",
@@ -577,7 +584,8 @@ def check_line(r: dict) -> str:
                 f"(seeds {r['seeds']}; {r['queries_differing']} queries hit differently); {r['goal']}: "
                 f"{'met' if r['met'] else 'NOT met'}")
     return (f"{r['adapter']}: {r['arm']} against {r['against']}: R@1 {r['diff']:+.2f} [{r['low']:+.2f}, "
-            f"{r['high']:+.2f}] over {r['queries']} queries x seeds {r['seeds']} ({r['mark']}); {r['goal']}: "
+            f"{r['high']:+.2f}] over {r['queries']} queries x seeds {r['seeds']} ({r['mark']}; hit differently per "
+            f"seed: {r.get('queries_differing', '?')}); {r['goal']}: "
             f"{'met' if r['met'] else 'NOT met'}")
 
 

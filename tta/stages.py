@@ -232,11 +232,23 @@ def check_precision(cfg: DictConfig) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
                          f"weights stay float32; use trainer.precision=32-true (the default), bf16-mixed or 16-mixed")
+    if precision == "16-mixed" and stream_device_type(cfg) != "cuda":
+        raise ValueError("trainer.precision=16-mixed runs on a GPU only (on the CPU Lightning streams in bf16 instead, "
+                         "while the gallery would be encoded in float16); use trainer.precision=bf16-mixed or 32-true")
     compile_mode(cfg.get("compile", False))
     matmul = str(cfg.get("matmul_precision", "highest"))
     if matmul not in MATMUL_PRECISIONS:
         raise ValueError(f"matmul_precision={matmul} is not one of {', '.join(MATMUL_PRECISIONS)} (float32 matrix "
                          "products: highest = full float32, high = TF32, medium = bf16)")
+
+
+def stream_device_type(cfg: DictConfig) -> str:
+    """The torch device type the Trainer streams on (``trainer.accelerator``; ``auto``: CUDA when present)."""
+    import torch
+
+    from tta.models.encode import accelerator_device
+
+    return torch.device(accelerator_device(str(cfg.trainer.get("accelerator", "auto")), cfg.trainer.get("devices"))).type
 
 
 @contextlib.contextmanager

@@ -34,11 +34,65 @@ def test_weight_casting_precisions_stop_before_anything_is_built(tmp_path, preci
     assert not (tmp_path / "cache").exists()  # refused before the model or the data were touched
 
 
+def test_float16_autocast_on_the_cpu_stops_before_anything_is_built(tmp_path):
+    """Lightning would stream a CPU run in bf16 under the name 16-mixed, its gallery encoded in float16."""
+    cfg = compose("run", [f"paths.cache_dir={tmp_path / 'cache'}", "trainer.precision=16-mixed",
+                          "trainer.accelerator=cpu"])
+    with pytest.raises(ValueError, match="trainer.precision=16-mixed runs on a GPU only.*use trainer.precision=bf16-mixed"):
+        run(cfg, tmp_path / "run")
+    assert not (tmp_path / "cache").exists()
+
+
 def test_bf16_mixed_runs_on_the_cpu(tiny_cache, tmp_path):
     assert "bf16-mixed" in PRECISIONS
     cfg = compose("run", tiny_overrides(tiny_cache, "adapter=hatvtr", "trainer.precision=bf16-mixed", "data.subset=16"))
     res = run(cfg, tmp_path)
     assert res["num_queries"] == 16 and all(math.isfinite(v) for v in res["retrieval"].values())
+
+
+@pytest.mark.parametrize("adapter", ["hatvtr", "tcr"])
+def test_mixed_precision_autocasts_the_query_encoder_alone(tiny_cache, tmp_path, monkeypatch, adapter):
+    """bf16-mixed: the stream's query encoder runs under autocast, the similarities its step computes do not (a bf16
+    similarity puts logits at temperature 0.01 on a grid 0.2 apart), and the scores come out float32."""
+    import torch
+
+    from tta.adapters.base import OnlineAdapter
+    from tta.models.retrieval import RetrievalModel
+
+    seen = {"encoder": [], "similarity": [], "scores": []}
+    encode, similarity, adapt = RetrievalModel.encode_video, RetrievalModel.similarity, OnlineAdapter.adapt_batch
+    in_step = []  # the stream's adaptation steps (not the gallery's encoding or the fixture's training)
+
+    def spy_encode(self, frames):
+        out = encode(self, frames)
+        if in_step:
+            seen["encoder"].append((torch.is_autocast_enabled("cpu"), out.dtype))
+        return out
+
+    def spy_similarity(self, queries, gallery):
+        if in_step:
+            seen["similarity"].append((torch.is_autocast_enabled("cpu"), queries.dtype, gallery.dtype))
+        return similarity(self, queries, gallery)
+
+    def spy_adapt(self, batch, record):
+        in_step.append(True)
+        try:
+            sims = adapt(self, batch, record)
+        finally:
+            in_step.clear()
+        seen["scores"].append(sims.dtype)
+        return sims
+
+    monkeypatch.setattr(RetrievalModel, "encode_video", spy_encode)
+    monkeypatch.setattr(RetrievalModel, "similarity", spy_similarity)
+    monkeypatch.setattr(OnlineAdapter, "adapt_batch", spy_adapt)
+    cfg = compose("run", tiny_overrides(tiny_cache, f"adapter={adapter}", "trainer.precision=bf16-mixed",
+                                        "data.subset=32"))
+    res = run(cfg, tmp_path)
+    assert res["num_queries"] == 32
+    assert seen["encoder"] and set(seen["encoder"]) == {(True, torch.bfloat16)}
+    assert seen["similarity"] and set(seen["similarity"]) == {(False, torch.float32, torch.float32)}
+    assert seen["scores"] == [torch.float32, torch.float32]
 
 
 def test_an_unknown_matmul_precision_stops_before_anything_is_built(tmp_path):

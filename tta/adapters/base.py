@@ -137,6 +137,7 @@ class OnlineAdapter(L.LightningModule):
     #: the run's stage clock (tta.utils.timing.instrument); the loop charges its updates to "adapt" itself, so
     #: timing adds no call between the loop and ``update``
     stage_clock = None
+    _encoder_amp: tuple[str, torch.dtype] | None = None  # (device type, dtype) of the step's autocast
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -411,11 +412,20 @@ class OnlineAdapter(L.LightningModule):
         return [h for h in cls.ENCODER_HOOKS if getattr(cls, h) is not getattr(OnlineAdapter, h)]
 
     def encode_queries(self, batch: dict) -> torch.Tensor:
+        """The query features, float32: the encoder alone runs under the run's autocast (:meth:`test_step`)."""
         if "feats" in batch:  # features exported by python -m tta.export (data=features)
-            return batch["feats"]
-        if self.task == "v2t":
-            return self.model.encode_video(batch["video"])
-        return self.model.encode_text(batch["tokens"])
+            return batch["feats"].float()
+        with self.encoder_autocast():
+            feats = self.model.encode_video(batch["video"]) if self.task == "v2t" else self.model.encode_text(
+                batch["tokens"])
+        return feats.float()
+
+    def encoder_autocast(self) -> contextlib.AbstractContextManager:
+        """The autocast the step was called under (``trainer.precision=bf16-mixed`` or ``16-mixed``), for the
+        encoders only; elsewhere in a step it is off (:meth:`test_step`)."""
+        if self._encoder_amp is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self._encoder_amp[0], dtype=self._encoder_amp[1])
 
     def forward_queries(self, batch: dict) -> QueryForward:
         feats = self.encode_queries(batch)
@@ -511,6 +521,18 @@ class OnlineAdapter(L.LightningModule):
         return False
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
+        """One batch of the stream. Lightning calls it under the run's autocast; only the encoders keep it
+        (:meth:`encoder_autocast`): similarities, losses, memories and scores are float32, since bf16 cosines near
+        0.3, divided by a temperature of 0.01, are logits on a grid 0.2 apart (docs/configuration.md)."""
+        kind = self.gallery.device.type
+        self._encoder_amp = (kind, torch.get_autocast_dtype(kind)) if torch.is_autocast_enabled(kind) else None
+        try:
+            with torch.autocast(kind, enabled=False):
+                self._stream_batch(batch)
+        finally:
+            self._encoder_amp = None
+
+    def _stream_batch(self, batch: dict) -> None:
         segment = int(batch.get("segment", 0))
         if segment != self._segment:
             self.begin_segment(segment)
