@@ -75,3 +75,30 @@ def test_a_checkpoint_loaded_twice_gives_independent_source_models(tmp_path, mon
     c = load_checkpoint(path)
     assert not torch.equal(next(iter(c.state_dict().values())), next(iter(source.values()))) or any(
         not torch.equal(v, source[k]) for k, v in c.state_dict().items())
+
+
+def test_towers_built_twice_at_one_generator_state_are_one_model_copied(monkeypatch):
+    """``model.checkpoint=none`` (random towers): a sweep's next job at the same seed gets a copy of the model the
+    first built, equal weight for weight, with the generator left where a build leaves it; another seed builds."""
+    from tta.models.factory import model_from_config
+    from tta.utils.config import compose
+
+    monkeypatch.setattr(reuse, "_KEPT", {})
+    model_cfg = compose("run", ["model.checkpoint=none"]).model
+
+    def built(seed: int, enabled: bool = True):
+        monkeypatch.setenv("TTA_REUSE", "1" if enabled else "0")
+        torch.manual_seed(seed)
+        model = model_from_config(model_cfg, "none")
+        return model, torch.rand(3)
+
+    plain, after_plain = built(0, enabled=False)
+    first, _ = built(0)
+    with torch.no_grad():  # the first job adapts its copy
+        next(first.parameters()).add_(1.0)
+    second, after_second = built(0)
+    assert second is not first and reuse.kept_count("model") == 1
+    assert all(torch.equal(v, plain.state_dict()[k]) for k, v in second.state_dict().items())
+    assert torch.equal(after_second, after_plain) and not second.training
+    other, _ = built(1)
+    assert any(not torch.equal(v, plain.state_dict()[k]) for k, v in other.state_dict().items())
