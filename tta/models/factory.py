@@ -57,8 +57,8 @@ def model_from_config(model_cfg: DictConfig, checkpoint: str | None = "none") ->
 
 def towers_model(model_cfg: DictConfig) -> RetrievalModel:
     """The model of the towers alone (``model.pretrained``'s weights, or random ones), in eval mode; in a process
-    that built the same towers at the same generator state before, a copy of that model (:mod:`tta.utils.reuse`:
-    initialising a ViT-B/32 costs about a second, copying it a fraction)."""
+    that built the same towers at the same generator state before, a copy of that model (:mod:`tta.utils.reuse`;
+    a copy costs a fraction of a large tower's initialisation)."""
     tower, head, pool = tower_config(model_cfg), head_name(model_cfg), text_pool(model_cfg)
     weights = tower.pretrained
     source = file_identity(weights) if weights and os.path.isfile(weights) else weights
