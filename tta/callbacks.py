@@ -28,11 +28,9 @@ def resume_point(run_dir: Path, cfg: DictConfig) -> tuple[int, dict | None]:
     file = run_dir / RESUME_FILE
     if not cfg.get("resume", True) or not file.exists():
         return 0, None
-    from tta.models.encode import accelerator_device
+    from tta.models.encode import trainer_device
 
-    devices = cfg.trainer.get("devices")
-    device = accelerator_device(str(cfg.trainer.get("accelerator", "auto")),
-                                OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices)
+    device = trainer_device(cfg.trainer)
     try:
         blob = load_resume_file(file, device)
     except Exception as e:  # noqa: BLE001 - a torn or foreign file must not stop the run

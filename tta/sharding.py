@@ -85,9 +85,9 @@ def _join_group(helpers, backend: str, address: str, world: int) -> None:
 
 
 def _device(cfg: DictConfig) -> str:
-    from tta.models.encode import accelerator_device
+    from tta.models.encode import trainer_device
 
-    return accelerator_device(str(cfg.trainer.get("accelerator", "auto")), cfg.trainer.get("devices"))
+    return trainer_device(cfg.trainer)
 
 
 def _free_port() -> int:

@@ -232,7 +232,7 @@ def check_precision(cfg: DictConfig) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision} is not supported: the cached gallery and the adapted "
                          f"weights stay float32; use trainer.precision=32-true (the default), bf16-mixed or 16-mixed")
-    if precision == "16-mixed" and stream_device_type(cfg) != "cuda":
+    if precision == "16-mixed" and not _streams_on_cuda(cfg):
         raise ValueError("trainer.precision=16-mixed runs on a GPU only (on the CPU Lightning streams in bf16 instead, "
                          "while the gallery would be encoded in float16); use trainer.precision=bf16-mixed or 32-true")
     compile_mode(cfg.get("compile", False))
@@ -242,13 +242,10 @@ def check_precision(cfg: DictConfig) -> None:
                          "products: highest = full float32, high = TF32, medium = bf16)")
 
 
-def stream_device_type(cfg: DictConfig) -> str:
-    """The torch device type the Trainer streams on (``trainer.accelerator``; ``auto``: CUDA when present)."""
-    import torch
+def _streams_on_cuda(cfg: DictConfig) -> bool:
+    from tta.models.encode import trainer_device
 
-    from tta.models.encode import accelerator_device
-
-    return torch.device(accelerator_device(str(cfg.trainer.get("accelerator", "auto")), cfg.trainer.get("devices"))).type
+    return trainer_device(cfg.trainer).startswith("cuda")
 
 
 @contextlib.contextmanager

@@ -38,7 +38,7 @@ class EncodeSetting:
         precision = str(trainer_cfg.get("precision", "32-true"))
         if precision not in AUTOCAST:
             raise ValueError(f"trainer.precision={precision} cannot encode a gallery; use one of {tuple(AUTOCAST)}")
-        device = accelerator_device(str(trainer_cfg.get("accelerator", "auto")), trainer_cfg.get("devices"))
+        device = trainer_device(trainer_cfg)
         return cls(device, precision, int(workers), transforms_on(device, transform_device))
 
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -54,6 +54,15 @@ def transforms_on(device: str, transform_device: str) -> bool:
 
 
 ON_CPU = EncodeSetting()  # float32 on the CPU, in-process decoding: the default of the encoding functions
+
+
+def trainer_device(trainer_cfg) -> str:
+    """The torch device the Trainer of ``trainer_cfg`` streams on in this process (:func:`accelerator_device`)."""
+    from omegaconf import OmegaConf
+
+    devices = trainer_cfg.get("devices")
+    devices = OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices
+    return accelerator_device(str(trainer_cfg.get("accelerator", "auto")), devices)
 
 
 def accelerator_device(accelerator: str, devices=None) -> str:
